@@ -1,0 +1,200 @@
+package blobstore
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
+	"gocloud.dev/blob/memblob"
+	"gocloud.dev/gcerrors"
+)
+
+func init() {
+	register("file", openFile)
+	register("mem", openMem)
+}
+
+// gocloudDriver adapts a gocloud.dev/blob Bucket (file:// and mem://).
+type gocloudDriver struct {
+	b *blob.Bucket
+	// lockPath, when set, is a file that conditional writes flock so that
+	// PutIfAbsent is exclusive across processes sharing a directory.
+	lockPath string
+	// shared buckets (named mem://) are not closed by Close.
+	shared bool
+}
+
+func openFile(_ context.Context, u *url.URL) (Driver, string, error) {
+	if u.Host != "" && u.Host != "localhost" {
+		return nil, "", fmt.Errorf("file URLs take an absolute path with no host: write file:///abs/path (three slashes), not file://%s%s", u.Host, u.Path)
+	}
+	if u.Path == "" || !filepath.IsAbs(u.Path) {
+		return nil, "", fmt.Errorf("file URL needs an absolute path, like file:///var/lib/agentfs/store")
+	}
+	dir := filepath.Clean(u.Path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", fmt.Errorf("create store directory %s: %w", dir, err)
+	}
+	// Temporary files next to the objects: renames stay on one filesystem.
+	b, err := fileblob.OpenBucket(dir, &fileblob.Options{NoTempDir: true, Metadata: fileblob.MetadataDontWrite})
+	if err != nil {
+		return nil, "", fmt.Errorf("open store directory %s: %w", dir, err)
+	}
+	return &gocloudDriver{b: b, lockPath: filepath.Join(dir, ".agentfs-put.lock")}, "", nil
+}
+
+var (
+	memMu      sync.Mutex
+	memBuckets = map[string]*blob.Bucket{}
+)
+
+// openMem opens mem://NAME. Stores opened with the same non-empty NAME in one
+// process share their objects; mem:// alone is a fresh, private store.
+func openMem(_ context.Context, u *url.URL) (Driver, string, error) {
+	name := u.Host
+	if name == "" {
+		return &gocloudDriver{b: memblob.OpenBucket(nil)}, "", nil
+	}
+	memMu.Lock()
+	defer memMu.Unlock()
+	b, ok := memBuckets[name]
+	if !ok {
+		b = memblob.OpenBucket(nil)
+		memBuckets[name] = b
+	}
+	return &gocloudDriver{b: b, shared: true}, trimSlashes(u.Path), nil
+}
+
+func trimSlashes(p string) string {
+	for len(p) > 0 && p[0] == '/' {
+		p = p[1:]
+	}
+	for len(p) > 0 && p[len(p)-1] == '/' {
+		p = p[:len(p)-1]
+	}
+	return p
+}
+
+func (d *gocloudDriver) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	r, err := d.b.NewRangeReader(ctx, key, offset, length, nil)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (d *gocloudDriver) Put(ctx context.Context, key string, r io.Reader, size int64, opts PutOptions) error {
+	if opts.IfAbsent && d.lockPath != "" {
+		unlock, err := flockFile(d.lockPath)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
+	// Cancelling the writer's context before Close aborts the write, so a
+	// failed copy never commits a partial object.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := d.b.NewWriter(wctx, key, &blob.WriterOptions{IfNotExist: opts.IfAbsent, ContentType: "application/octet-stream"})
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(w, r); err != nil {
+		cancel()
+		_ = w.Close()
+		return err
+	}
+	return w.Close()
+}
+
+func flockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+func (d *gocloudDriver) Stat(ctx context.Context, key string) (Attrs, error) {
+	a, err := d.b.Attributes(ctx, key)
+	if err != nil {
+		return Attrs{}, err
+	}
+	v := a.ETag
+	if v == "" {
+		v = fmt.Sprintf("%d-%d", a.ModTime.UnixNano(), a.Size)
+	}
+	return Attrs{Size: a.Size, ModTime: a.ModTime, Version: v}, nil
+}
+
+func (d *gocloudDriver) List(ctx context.Context, prefix, token string, pageSize int) (ListPage, error) {
+	tok := blob.FirstPageToken
+	if token != "" {
+		t, err := base64.RawURLEncoding.DecodeString(token)
+		if err != nil {
+			return ListPage{}, fmt.Errorf("bad page token: %w", err)
+		}
+		tok = t
+	}
+	objs, next, err := d.b.ListPage(ctx, tok, pageSize, &blob.ListOptions{Prefix: prefix})
+	if err != nil && !errors.Is(err, io.EOF) {
+		return ListPage{}, err
+	}
+	var p ListPage
+	for _, o := range objs {
+		if o.IsDir {
+			continue
+		}
+		p.Objects = append(p.Objects, ObjectInfo{Key: o.Key, Size: o.Size, ModTime: o.ModTime})
+	}
+	if len(next) > 0 {
+		p.Next = base64.RawURLEncoding.EncodeToString(next)
+	}
+	return p, nil
+}
+
+func (d *gocloudDriver) Delete(ctx context.Context, key string) error {
+	return d.b.Delete(ctx, key)
+}
+
+func (d *gocloudDriver) Classify(err error) Kind {
+	switch gcerrors.Code(err) {
+	case gcerrors.NotFound:
+		return KindNotFound
+	case gcerrors.FailedPrecondition, gcerrors.AlreadyExists:
+		return KindExists
+	case gcerrors.Canceled, gcerrors.DeadlineExceeded:
+		return KindCanceled
+	case gcerrors.ResourceExhausted, gcerrors.Internal:
+		return KindTransient
+	case gcerrors.InvalidArgument, gcerrors.PermissionDenied, gcerrors.Unimplemented:
+		return KindPermanent
+	}
+	if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR) {
+		return KindTransient
+	}
+	return KindUnknown
+}
+
+func (d *gocloudDriver) Close() error {
+	if d.shared {
+		return nil
+	}
+	return d.b.Close()
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs every test of agentfs: set-up of the real services (fuse3, Docker,
+# MinIO, golangci-lint), formatting, vet, lint, and `go test` with -race.
+# This is what `make test` and CI (.ci/run) call.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+
+bash scripts/setup.sh
+export AGENTFS_MINIO="$AGENTFS_TOOLS/minio"
+
+log "gofmt"
+bad=$(gofmt -l $(git ls-files '*.go'))
+[ -z "$bad" ] || die "gofmt would change: $bad"
+
+log "go vet"
+go vet ./...
+
+log "golangci-lint"
+golangci-lint run --timeout 10m ./...
+
+log "go test"
+go test -race -timeout 30m -count=1 ./...
