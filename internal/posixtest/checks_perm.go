@@ -1,0 +1,86 @@
+package posixtest
+
+import (
+	"strconv"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// nobody is the unprivileged uid/gid the permission check switches to.
+const nobody = 65534
+
+// checkPermissionsAsOtherUser (root): a child process that switches to an
+// unprivileged uid meets the permission checks of a local filesystem:
+// EACCES for reads, writes, creates and lookups the mode bits forbid, EPERM
+// for chmod/chown/explicit utimes of others' files and for deleting others'
+// files in a sticky directory, write access enough for UTIME_NOW, and a
+// write by a non-owner clears setuid/setgid. This is what a mount with
+// default_permissions (and a container running as a non-root uid) sees.
+func checkPermissionsAsOtherUser(t *testing.T, dir string) {
+	needRoot(t, "switching to another uid")
+	// dir stays root-owned and only searchable (0711): the child reaches it
+	// through a descriptor opened before switching, which spares the
+	// ancestors, but needs search permission on dir itself.
+	ok(t, "chmod", unix.Chmod(dir, 0o711))
+	writeFile(t, join(dir, "secret"), []byte("s"), 0o600)
+	writeFile(t, join(dir, "ro"), []byte("r"), 0o644)
+	writeFile(t, join(dir, "rw"), []byte("w"), 0o666)
+	ok(t, "chmod", unix.Chmod(join(dir, "secret"), 0o600))
+	ok(t, "chmod", unix.Chmod(join(dir, "rw"), 0o666))
+	writeFile(t, join(dir, "suid"), []byte("program"), 0o777)
+	ok(t, "chmod", unix.Chmod(join(dir, "suid"), 0o6777))
+	for _, d := range []struct {
+		name string
+		mode uint32
+	}{{"pub", 0o777}, {"priv", 0o700}, {"sticky", 0o1777}} {
+		ok(t, "mkdir", unix.Mkdir(join(dir, d.name), 0o700))
+		ok(t, "chmod", unix.Chmod(join(dir, d.name), d.mode))
+	}
+	writeFile(t, join(dir, "priv", "x"), nil, 0o644)
+	writeFile(t, join(dir, "sticky", "rootfile"), nil, 0o666)
+	ok(t, "chmod", unix.Chmod(join(dir, "sticky", "rootfile"), 0o666))
+
+	type step struct {
+		helperStep
+		want []string
+	}
+	steps := []step{
+		{helperStep{Op: "open-read", Name: "secret"}, []string{"EACCES"}},
+		{helperStep{Op: "open-read", Name: "ro"}, []string{""}},
+		{helperStep{Op: "open-write", Name: "ro"}, []string{"EACCES"}},
+		{helperStep{Op: "truncate", Name: "ro"}, []string{"EACCES"}},
+		{helperStep{Op: "create", Name: "new-in-private-dir"}, []string{"EACCES"}},
+		{helperStep{Op: "create", Name: "pub/mine"}, []string{""}},
+		{helperStep{Op: "readdir", Name: "priv"}, []string{"EACCES"}},
+		{helperStep{Op: "open-read", Name: "priv/x"}, []string{"EACCES"}},
+		{helperStep{Op: "mkdir", Name: "priv/sub"}, []string{"EACCES"}},
+		{helperStep{Op: "chmod", Name: "secret", Arg: "777"}, []string{"EPERM"}},
+		{helperStep{Op: "chmod", Name: "pub/mine", Arg: "600"}, []string{""}},
+		{helperStep{Op: "chown", Name: "pub/mine", Arg: "0"}, []string{"EPERM"}},
+		{helperStep{Op: "utime-now", Name: "secret"}, []string{"EACCES"}},
+		{helperStep{Op: "utime-now", Name: "rw"}, []string{""}},
+		{helperStep{Op: "utime-set", Name: "rw"}, []string{"EPERM"}},
+		{helperStep{Op: "unlink", Name: "sticky/rootfile"}, []string{"EPERM"}},
+		{helperStep{Op: "rename", Name: "sticky/rootfile", Arg: "sticky/mine"}, []string{"EPERM"}},
+		{helperStep{Op: "setxattr", Name: "ro", Arg: "v"}, []string{"EACCES"}},
+		{helperStep{Op: "getxattr", Name: "secret"}, []string{"EACCES"}},
+		{helperStep{Op: "write", Name: "suid", Arg: "x"}, []string{""}},
+		{helperStep{Op: "unlink", Name: "pub/mine"}, []string{""}},
+		{helperStep{Op: "rmdir", Name: "pub"}, []string{"EACCES"}},
+	}
+	req := helperRequest{Dir: dir, UID: nobody, GID: nobody}
+	for _, s := range steps {
+		req.Steps = append(req.Steps, s.helperStep)
+	}
+	res := runHelper(t, req)
+	for i, s := range steps {
+		wantHelperErr(t, "uid "+strconv.Itoa(nobody)+": "+s.Op+" "+s.Name, res.Errs[i], s.want...)
+	}
+	if m := lstat(t, join(dir, "suid")).Mode & 0o7777; m != 0o777 {
+		t.Errorf("a write by a non-owner left mode %#o, want setuid and setgid cleared (0777)", m)
+	}
+	var st unix.Stat_t
+	wantErrno(t, "file unlinked by its owner", unix.Lstat(join(dir, "pub", "mine"), &st), unix.ENOENT)
+	lstat(t, join(dir, "sticky", "rootfile"))
+}
