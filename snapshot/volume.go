@@ -168,3 +168,8 @@ func (r *Repo) URL() string { return r.store.URL() }
 func (r *Repo) Close() {
 	r.dec.Close()
 }
+
+// UploadGrace is how long an uploaded pack may stay unreferenced by any
+// commit before gc may delete it. A writer whose checkpoint takes longer
+// than half of it checks that its packs still exist before committing.
+const UploadGrace = time.Hour

@@ -1,0 +1,215 @@
+package cache
+
+import (
+	"errors"
+	"os"
+	"sort"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+	"golang.org/x/sys/unix"
+)
+
+// blockCache accounts for the clean chunks kept in data files and evicts
+// the least recently used files' clean blocks when their total exceeds
+// Options.CacheSize. Dirty blocks are never evicted (they are not counted
+// here; Status reports them as bytes waiting to upload).
+type blockCache struct {
+	v    *Volume
+	wake chan struct{}
+
+	mu      sync.Mutex
+	total   int64                  // guarded by mu
+	entries map[uint64]*cacheEntry // guarded by mu
+	clock   uint64                 // guarded by mu
+}
+
+type cacheEntry struct {
+	bytes int64
+	used  uint64 // clock value of the last access
+}
+
+func newBlockCache(v *Volume) *blockCache {
+	return &blockCache{v: v, wake: make(chan struct{}, 1), entries: map[uint64]*cacheEntry{}}
+}
+
+// load rebuilds the accounting from the presence records.
+func (c *blockCache) load() error {
+	bs := int64(c.v.chunkSize)
+	return c.v.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pPresence}, PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			ino := u64(it.Item().Key()[1:])
+			err := it.Item().Value(func(b []byte) error {
+				n := int64(len(decodePresence(b))) * bs
+				c.entries[ino] = &cacheEntry{bytes: n}
+				c.total += n
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// add changes ino's cached bytes by delta and wakes the evictor when the
+// cache is over its limit.
+func (c *blockCache) add(ino uint64, delta int64) {
+	c.mu.Lock()
+	e := c.entries[ino]
+	if e == nil {
+		e = &cacheEntry{}
+		c.entries[ino] = e
+	}
+	e.bytes += delta
+	c.clock++
+	e.used = c.clock
+	c.total += delta
+	over := c.total > c.v.opts.CacheSize
+	if e.bytes <= 0 {
+		c.total -= e.bytes
+		delete(c.entries, ino)
+	}
+	c.mu.Unlock()
+	if over {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// touch records an access to ino.
+func (c *blockCache) touch(ino uint64) {
+	c.mu.Lock()
+	if e := c.entries[ino]; e != nil {
+		c.clock++
+		e.used = c.clock
+	}
+	c.mu.Unlock()
+}
+
+// drop forgets ino (its data file is gone).
+func (c *blockCache) drop(ino uint64) {
+	c.mu.Lock()
+	if e := c.entries[ino]; e != nil {
+		c.total -= e.bytes
+		delete(c.entries, ino)
+	}
+	c.mu.Unlock()
+}
+
+// used returns the bytes of clean cached blocks.
+func (c *blockCache) used() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
+}
+
+// evictLoop runs until the volume closes, evicting when woken.
+func (c *blockCache) evictLoop() {
+	defer c.v.wg.Done()
+	for {
+		select {
+		case <-c.v.ctx.Done():
+			return
+		case <-c.wake:
+		}
+		c.evict()
+	}
+}
+
+// evict frees least recently used files' clean blocks until the cache is
+// 10% under its limit. Open files are skipped.
+func (c *blockCache) evict() {
+	target := c.v.opts.CacheSize - c.v.opts.CacheSize/10
+	c.mu.Lock()
+	type cand struct {
+		ino  uint64
+		used uint64
+	}
+	var cands []cand
+	for ino, e := range c.entries {
+		cands = append(cands, cand{ino, e.used})
+	}
+	over := c.total > target
+	c.mu.Unlock()
+	if !over {
+		return
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].used < cands[j].used })
+	for i := 0; i < len(cands); i += 64 {
+		c.v.mu.Lock()
+		for _, cd := range cands[i:min(i+64, len(cands))] {
+			if c.used() <= target {
+				break
+			}
+			if c.v.lookupNode(cd.ino) != nil {
+				continue
+			}
+			if err := c.evictIno(cd.ino); err != nil {
+				c.v.log.Warn("cache eviction failed", "ino", cd.ino, "err", err)
+			}
+		}
+		c.v.mu.Unlock()
+		if c.used() <= target {
+			return
+		}
+	}
+}
+
+// evictIno drops the clean blocks of a file that is not open. Caller holds
+// v.mu exclusively, so no node can appear meanwhile.
+func (c *blockCache) evictIno(ino uint64) error {
+	var rec *inode
+	var present []uint64
+	err := c.v.db.View(func(txn *badger.Txn) error {
+		r, err := readInode(txn, ino)
+		if err != nil {
+			return err
+		}
+		rec = r
+		it, err := txn.Get(key64(pPresence, ino))
+		if err != nil {
+			return err
+		}
+		return it.Value(func(b []byte) error { present = decodePresence(b); return nil })
+	})
+	if errors.Is(err, badger.ErrKeyNotFound) || errors.Is(err, ErrNotFound) {
+		c.drop(ino)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	path := c.v.dataPath(ino)
+	if len(rec.Dirty) == 0 {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	} else {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return err
+		}
+		bs := int64(c.v.chunkSize)
+		for _, b := range present {
+			if perr := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, int64(b)*bs, bs); perr != nil {
+				err = perr
+				break
+			}
+		}
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	if err := c.v.db.Update(func(txn *badger.Txn) error { return txn.Delete(key64(pPresence, ino)) }); err != nil {
+		return err
+	}
+	c.drop(ino)
+	return nil
+}

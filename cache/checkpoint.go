@@ -1,0 +1,971 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/agentfs/agentfs/blobstore"
+	"github.com/agentfs/agentfs/snapshot"
+)
+
+// A checkpoint turns the local changes into a commit:
+//
+//	A. without the namespace lock: read every dirty block, encode it into
+//	   packs and upload them (in parallel);
+//	B. under the namespace lock (a short freeze): persist open files'
+//	   pending attributes, encode the blocks written since A, and rebuild the
+//	   trees of the directories that changed and of their ancestors,
+//	   bottom-up (unchanged subtrees keep their stored trees);
+//	C. without the lock: upload the remaining packs, then create the commit
+//	   with a conditional write;
+//	D. under the lock: record the new chunks and trees, clear the dirty
+//	   marks that the commit covers (blocks by write generation, directories
+//	   by op sequence).
+//
+// A crash anywhere before D leaves every dirty mark in place: the next
+// checkpoint redoes the work (the uploaded packs become garbage for gc). A
+// crash during D leaves some marks in place: they are redone too, and the
+// commit itself is adopted at the next Open (catchUp).
+
+// blockKey names one block of one file.
+type blockKey struct {
+	ino uint64
+	b   uint64
+}
+
+// cpStats records the last checkpoint, for Status.
+type cpStats struct {
+	last      time.Time
+	lastDur   time.Duration
+	lastErr   string
+	lastPuts  int64
+	lastBytes int64
+	commits   int64
+	leaseErr  string
+}
+
+// upBlock is a block captured by a checkpoint.
+type upBlock struct {
+	gen  uint64
+	ref  snapshot.BlobRef
+	zero bool // all zeros: stored as a hole
+}
+
+// uploader packs blobs and uploads full packs in the background.
+type uploader struct {
+	v       *Volume
+	ctx     context.Context
+	g       *errgroup.Group
+	started time.Time
+
+	mu     sync.Mutex
+	pw     *snapshot.PackWriter      // guarded by mu
+	blocks map[blockKey]upBlock      // guarded by mu
+	packs  []snapshot.PackID         // guarded by mu
+	puts   atomic.Int64
+	bytes  atomic.Int64
+}
+
+func (v *Volume) newUploader(ctx context.Context) *uploader {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(v.opts.UploadConcurrency)
+	return &uploader{v: v, ctx: gctx, g: g, started: v.now(), blocks: map[blockKey]upBlock{}}
+}
+
+// addBlock encodes one block's bytes and records its reference.
+func (u *uploader) addBlock(k blockKey, gen uint64, data []byte) {
+	if isZero(data) {
+		u.mu.Lock()
+		u.blocks[k] = upBlock{gen: gen, zero: true}
+		u.mu.Unlock()
+		return
+	}
+	ref := u.add(snapshot.BlobData, data)
+	u.mu.Lock()
+	u.blocks[k] = upBlock{gen: gen, ref: ref}
+	u.mu.Unlock()
+}
+
+// add encodes a blob into the current pack and returns its reference;
+// a full pack is uploaded in the background.
+func (u *uploader) add(t snapshot.BlobType, raw []byte) snapshot.BlobRef {
+	eb := u.v.repo.EncodeBlob(t, raw)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.pw == nil {
+		u.pw = u.v.repo.NewPackWriter()
+	}
+	ref := u.pw.Add(eb)
+	if u.pw.Len() >= u.v.repo.Config().PackSize {
+		u.flushLocked()
+	}
+	return ref
+}
+
+func (u *uploader) flushLocked() {
+	pw := u.pw
+	u.pw = nil
+	if pw == nil || pw.Count() == 0 {
+		return
+	}
+	u.packs = append(u.packs, pw.ID())
+	u.g.Go(func() error {
+		data := pw.Finish()
+		if err := u.v.repo.Store().Put(u.ctx, snapshot.PackKey(pw.ID()), data); err != nil {
+			return fmt.Errorf("upload pack %s: %w", pw.ID(), err)
+		}
+		u.puts.Add(1)
+		u.bytes.Add(int64(len(data)))
+		return nil
+	})
+}
+
+// finish uploads the last pack and waits for every upload.
+func (u *uploader) finish() error {
+	u.mu.Lock()
+	u.flushLocked()
+	u.mu.Unlock()
+	return u.g.Wait()
+}
+
+func (u *uploader) block(k blockKey) (upBlock, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	b, ok := u.blocks[k]
+	return b, ok
+}
+
+func isZero(b []byte) bool {
+	for len(b) >= 8 {
+		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// gens tracks the write generation of dirty blocks, across node lifetimes.
+// A generation is unique volume-wide; a block without one (after a restart)
+// has generation 0.
+type gens struct {
+	mu  sync.Mutex
+	m   map[blockKey]uint64 // guarded by mu
+	seq atomic.Uint64
+}
+
+func (g *gens) bump(k blockKey) {
+	g.mu.Lock()
+	if g.m == nil {
+		g.m = map[blockKey]uint64{}
+	}
+	g.m[k] = g.seq.Add(1)
+	g.mu.Unlock()
+}
+
+func (g *gens) get(k blockKey) uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.m[k]
+}
+
+func (g *gens) forget(k blockKey) {
+	g.mu.Lock()
+	delete(g.m, k)
+	g.mu.Unlock()
+}
+
+func (v *Volume) checkpointLoop() {
+	defer v.wg.Done()
+	interval := v.opts.CheckpointInterval
+	delay := interval
+	for {
+		var tick <-chan time.Time
+		var t *time.Timer
+		if delay > 0 {
+			t = time.NewTimer(delay)
+			tick = t.C
+		}
+		select {
+		case <-v.ctx.Done():
+			if t != nil {
+				t.Stop()
+			}
+			return
+		case <-tick:
+		case <-v.kick:
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if err := v.checkpoint(v.ctx, "checkpoint", ""); err != nil && v.ctx.Err() == nil {
+			v.log.Warn("checkpoint failed; will retry", "err", err)
+			delay = min(max(delay*2, time.Second), time.Minute)
+		} else {
+			delay = interval
+		}
+	}
+}
+
+// Sync commits everything written before the call and returns when it is in
+// the blob store and reachable from a commit. While the store fails it
+// retries with backoff until ctx ends (the last error is in Status).
+func (v *Volume) Sync(ctx context.Context) error {
+	return v.syncWith(ctx, "sync", "")
+}
+
+func (v *Volume) syncWith(ctx context.Context, kind, message string) error {
+	if v.opts.ReadOnly {
+		return nil
+	}
+	delay := 100 * time.Millisecond
+	for {
+		err := v.checkpoint(ctx, kind, message)
+		if err == nil || errors.Is(err, ErrClosed) || ctx.Err() != nil {
+			if err != nil && ctx.Err() != nil {
+				return fmt.Errorf("sync: %w (last error: %w)", ctx.Err(), err)
+			}
+			return err
+		}
+		v.log.Warn("sync: checkpoint failed; retrying", "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sync: %w (last error: %w)", ctx.Err(), err)
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 10*time.Second)
+	}
+}
+
+// hasWork reports whether anything waits to be committed.
+func (v *Volume) hasWork() (bool, error) {
+	v.nodesMu.Lock()
+	nodes := make([]*node, 0, len(v.nodes))
+	for _, n := range v.nodes {
+		nodes = append(nodes, n)
+	}
+	v.nodesMu.Unlock()
+	for _, n := range nodes {
+		n.mu.RLock()
+		d := n.memDirty
+		n.mu.RUnlock()
+		if d {
+			return true, nil
+		}
+	}
+	return v.hasLocalChanges()
+}
+
+// checkpoint commits the local changes (see the comment at the top).
+func (v *Volume) checkpoint(ctx context.Context, kind, message string) (err error) {
+	v.cpMu.Lock()
+	defer v.cpMu.Unlock()
+	if v.opts.ReadOnly {
+		return nil
+	}
+	work, err := v.hasWork()
+	if err != nil || !work {
+		return err
+	}
+	start := v.now()
+	up := v.newUploader(ctx)
+	defer func() {
+		// On failure, wait for uploads still in flight before returning.
+		if err != nil {
+			_ = up.g.Wait()
+		}
+		v.stateMu.Lock()
+		v.cp.last, v.cp.lastDur = v.now(), v.now().Sub(start)
+		v.cp.lastPuts, v.cp.lastBytes = up.puts.Load(), up.bytes.Load()
+		if err != nil {
+			v.cp.lastErr = err.Error()
+		} else {
+			v.cp.lastErr = ""
+			v.cp.commits++
+		}
+		v.stateMu.Unlock()
+	}()
+
+	// A: upload dirty blocks.
+	files, err := v.dirtyFiles()
+	if err != nil {
+		return err
+	}
+	for _, ino := range files {
+		if err := v.captureFile(up, ino, false); err != nil {
+			return err
+		}
+		if err := up.ctx.Err(); err != nil {
+			return up.g.Wait()
+		}
+	}
+
+	// B: freeze and build trees.
+	res, err := v.freeze(up)
+	if err != nil {
+		return err
+	}
+
+	// C: finish uploads, commit.
+	if err := up.finish(); err != nil {
+		return err
+	}
+	if v.now().Sub(up.started) > snapshot.UploadGrace/2 {
+		if err := v.checkPacks(ctx, up.packs); err != nil {
+			return err
+		}
+	}
+	st := v.getState()
+	c := snapshot.Commit{
+		ID:      snapshot.CommitID{Branch: st.Branch, Seq: st.Seq + 1},
+		Parent:  &snapshot.CommitID{Branch: st.Branch, Seq: st.Seq},
+		Root:    res.root,
+		Links:   res.links,
+		Time:    v.now().UTC(),
+		Kind:    kind,
+		Message: message,
+		Host:    v.opts.Host,
+		Writer:  st.Writer,
+	}
+	if st.Seq == 0 {
+		c.Parent = nil
+	}
+	err = v.repo.WriteCommit(ctx, c)
+	if errors.Is(err, snapshot.ErrCommitExists) {
+		c, err = v.diverge(ctx, c)
+	}
+	if err != nil {
+		return err
+	}
+
+	// D: record what the commit covers.
+	return v.apply(c, res, up)
+}
+
+// dirtyFiles lists the files with dirty blocks.
+func (v *Volume) dirtyFiles() ([]uint64, error) {
+	var out []uint64
+	err := v.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pDirtyF}, PrefetchValues: false})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			out = append(out, u64(it.Item().Key()[1:]))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// captureFile reads the dirty blocks of file ino that up does not hold at
+// their current generation, and adds them. With frozen, the caller holds
+// v.mu exclusively (phase B).
+func (v *Volume) captureFile(up *uploader, ino uint64, frozen bool) error {
+	var n *node
+	if frozen {
+		n = v.lookupNode(ino)
+	} else {
+		var err error
+		n, err = v.acquireNode(ino)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer func() { _ = v.releaseNode(n) }()
+	}
+	if n != nil {
+		n.mu.RLock()
+		defer n.mu.RUnlock()
+		if n.f == nil && len(n.rec.Dirty) > 0 {
+			n.mu.RUnlock()
+			n.mu.Lock()
+			_, err := n.file(false)
+			n.mu.Unlock()
+			n.mu.RLock()
+			if err != nil {
+				return err
+			}
+		}
+		return v.captureBlocks(up, n.rec, n.readLocal)
+	}
+	// Frozen and not open: nobody can write it; read the data file directly.
+	r, err := v.peekInode(ino)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	tmp := &node{v: v, ino: ino}
+	if _, err := tmp.file(false); err != nil {
+		return err
+	}
+	defer tmp.closeFile()
+	return v.captureBlocks(up, r, tmp.readLocal)
+}
+
+func (v *Volume) captureBlocks(up *uploader, r *inode, read func([]byte, uint64) error) error {
+	if r.Nlink == 0 {
+		return nil // an orphan: not part of any tree
+	}
+	for _, b := range r.Dirty {
+		k := blockKey{r.Ino, b}
+		gen := v.gens.get(k)
+		if have, ok := up.block(k); ok && have.gen == gen {
+			continue
+		}
+		start := b * v.chunkSize
+		if start >= r.Size {
+			continue
+		}
+		buf := make([]byte, min(v.chunkSize, r.Size-start))
+		if err := read(buf, start); err != nil {
+			return err
+		}
+		up.addBlock(k, gen, buf)
+	}
+	return nil
+}
+
+// freezeResult is what phase B built.
+type freezeResult struct {
+	seq   uint64 // tree marks up to this sequence are covered
+	dirs  map[uint64]builtDir
+	root  snapshot.RootDir
+	links *snapshot.BlobRef
+	// linkTable is true when the link table was rebuilt.
+	linkTable bool
+}
+
+type builtDir struct {
+	ref      snapshot.BlobRef
+	subFiles uint64
+	subBytes uint64
+}
+
+// freeze runs phase B under the namespace lock.
+func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	res := &freezeResult{seq: v.seq.Load(), dirs: map[uint64]builtDir{}}
+
+	// Persist open files' pending attributes (this may add tree marks).
+	v.nodesMu.Lock()
+	nodes := make([]*node, 0, len(v.nodes))
+	for _, n := range v.nodes {
+		nodes = append(nodes, n)
+	}
+	v.nodesMu.Unlock()
+	for _, n := range nodes {
+		n.mu.Lock()
+		err := v.persistNode(n)
+		n.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+	}
+	res.seq = v.seq.Load()
+
+	files, err := v.dirtyFiles()
+	if err != nil {
+		return nil, err
+	}
+	for _, ino := range files {
+		if err := v.captureFile(up, ino, true); err != nil {
+			return nil, err
+		}
+	}
+
+	// The directories to rebuild: marked ones, the parents of files with
+	// dirty blocks, and all their ancestors.
+	todo := map[uint64]bool{}
+	err = v.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pTreeMark}, PrefetchValues: false})
+		for it.Rewind(); it.Valid(); it.Next() {
+			todo[u64(it.Item().Key()[1:])] = true
+		}
+		it.Close()
+		for _, ino := range files {
+			r, err := v.recOf(txn, ino)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			switch {
+			case r.Nlink == 0:
+			case r.LinkID != 0:
+				todo[linkTableDir] = true
+			case r.Parent != 0:
+				todo[r.Parent] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if todo[linkTableDir] {
+		res.linkTable = true
+		delete(todo, linkTableDir)
+	}
+	depth := map[uint64]int{}
+	var recs map[uint64]*inode
+	err = v.db.View(func(txn *badger.Txn) error {
+		recs = map[uint64]*inode{}
+		var walk func(ino uint64) (int, error)
+		walk = func(ino uint64) (int, error) {
+			if d, ok := depth[ino]; ok {
+				return d, nil
+			}
+			r, err := readInode(txn, ino)
+			if err != nil {
+				return 0, err
+			}
+			recs[ino] = r
+			d := 0
+			if ino != RootIno {
+				if r.Parent == 0 {
+					return 0, fmt.Errorf("directory %d has no parent: %w", ino, ErrIO)
+				}
+				pd, err := walk(r.Parent)
+				if err != nil {
+					return 0, err
+				}
+				d = pd + 1
+			}
+			depth[ino] = d
+			return d, nil
+		}
+		for ino := range todo {
+			if _, err := walk(ino); err != nil {
+				if errors.Is(err, ErrNotFound) {
+					continue // deleted directory with a stale mark
+				}
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	order := make([]uint64, 0, len(depth))
+	for ino := range depth {
+		if recs[ino].Type == snapshot.TypeDir {
+			order = append(order, ino)
+		}
+	}
+	if len(order) == 0 {
+		order = append(order, RootIno)
+		if err := v.db.View(func(txn *badger.Txn) error {
+			r, err := readInode(txn, RootIno)
+			recs[RootIno] = r
+			return err
+		}); err != nil {
+			return nil, err
+		}
+	}
+	sort.Slice(order, func(i, j int) bool {
+		if depth[order[i]] != depth[order[j]] {
+			return depth[order[i]] > depth[order[j]]
+		}
+		return order[i] < order[j]
+	})
+	err = v.db.View(func(txn *badger.Txn) error {
+		for _, ino := range order {
+			bd, err := v.buildDir(txn, up, recs[ino], res.dirs)
+			if err != nil {
+				return err
+			}
+			res.dirs[ino] = bd
+		}
+		if res.linkTable {
+			ref, err := v.buildLinkTable(txn, up)
+			if err != nil {
+				return err
+			}
+			res.links = ref
+		} else {
+			res.links = v.getState().Links
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	root := recs[RootIno]
+	bd := res.dirs[RootIno]
+	res.root = snapshot.RootDir{Mode: root.Mode, Uid: root.Uid, Gid: root.Gid, Atime: root.Atime, Mtime: root.Mtime,
+		Ctime: root.Ctime, Nlink: root.Nlink, Xattrs: root.Xattrs, Tree: bd.ref, SubFiles: bd.subFiles, SubBytes: bd.subBytes}
+	return res, nil
+}
+
+// recOf returns the current record of ino: an open file's in-memory one or
+// the stored one. Caller holds v.mu.
+func (v *Volume) recOf(txn *badger.Txn, ino uint64) (*inode, error) {
+	if n := v.lookupNode(ino); n != nil {
+		n.mu.RLock()
+		defer n.mu.RUnlock()
+		return n.rec.clone(), nil
+	}
+	return readInode(txn, ino)
+}
+
+// fileEntry returns the tree entry of file record r, with its dirty blocks'
+// new chunks from up.
+func (v *Volume) fileEntry(r *inode, name string, up *uploader) (snapshot.Entry, error) {
+	e := r.entry(name)
+	if r.Type != snapshot.TypeFile {
+		return e, nil
+	}
+	chunks := slices.Clone(r.Chunks)
+	for _, b := range r.Dirty {
+		if b*v.chunkSize >= r.Size {
+			continue
+		}
+		ub, ok := up.block(blockKey{r.Ino, b})
+		if !ok {
+			return e, fmt.Errorf("file %d block %d was not captured: %w", r.Ino, b, ErrIO)
+		}
+		i, found := slices.BinarySearchFunc(chunks, b, func(c snapshot.Chunk, t uint64) int { return cmpU64(c.Index, t) })
+		switch {
+		case ub.zero && found:
+			chunks = slices.Delete(chunks, i, i+1)
+		case ub.zero:
+		case found:
+			chunks[i].Ref = ub.ref
+		default:
+			chunks = slices.Insert(chunks, i, snapshot.Chunk{Index: b, Ref: ub.ref})
+		}
+	}
+	// Chunks wholly past the end (possible only after a crash) are dropped.
+	for len(chunks) > 0 && chunks[len(chunks)-1].Index*v.chunkSize >= r.Size {
+		chunks = chunks[:len(chunks)-1]
+	}
+	e.Chunks = chunks
+	return e, nil
+}
+
+// buildDir encodes the tree of directory r.
+func (v *Volume) buildDir(txn *badger.Txn, up *uploader, r *inode, built map[uint64]builtDir) (builtDir, error) {
+	var entries []snapshot.Entry
+	var bd builtDir
+	if !r.Loaded {
+		// Marked only for its own attributes: its entries are unchanged.
+		return builtDir{ref: r.Tree, subFiles: r.SubFiles, subBytes: r.SubBytes}, nil
+	}
+	prefix := dentryPrefix(r.Ino)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		name := string(it.Item().Key()[len(prefix):])
+		var child uint64
+		_ = it.Item().Value(func(b []byte) error { child = u64(b); return nil })
+		cr, err := v.recOf(txn, child)
+		if err != nil {
+			return bd, fmt.Errorf("entry %q of directory %d: %w", name, r.Ino, err)
+		}
+		switch {
+		case cr.Type == snapshot.TypeDir:
+			e := cr.entry(name)
+			if b, ok := built[child]; ok {
+				e.Tree, e.SubFiles, e.SubBytes = b.ref, b.subFiles, b.subBytes
+			} else {
+				e.Tree, e.SubFiles, e.SubBytes = cr.Tree, cr.SubFiles, cr.SubBytes
+			}
+			if e.Tree.IsZero() {
+				return bd, fmt.Errorf("directory %q (%d) has no tree: %w", name, child, ErrIO)
+			}
+			bd.subFiles += e.SubFiles
+			bd.subBytes += e.SubBytes
+			entries = append(entries, e)
+		case cr.LinkID != 0:
+			entries = append(entries, snapshot.Entry{Name: name, Type: cr.Type, LinkID: cr.LinkID})
+			bd.subFiles++
+			if cr.Type == snapshot.TypeFile {
+				bd.subBytes += cr.Size
+			}
+		default:
+			e, err := v.fileEntry(cr, name, up)
+			if err != nil {
+				return bd, err
+			}
+			entries = append(entries, e)
+			bd.subFiles++
+			if cr.Type == snapshot.TypeFile {
+				bd.subBytes += cr.Size
+			}
+		}
+	}
+	raw, err := snapshot.EncodeTree(entries)
+	if err != nil {
+		return bd, fmt.Errorf("directory %d: %w", r.Ino, err)
+	}
+	bd.ref = up.add(snapshot.BlobTree, raw)
+	return bd, nil
+}
+
+// buildLinkTable encodes the link table from the hard-link groups.
+func (v *Volume) buildLinkTable(txn *badger.Txn, up *uploader) (*snapshot.BlobRef, error) {
+	var entries []snapshot.Entry
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pLink}, PrefetchValues: true})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		id := u64(it.Item().Key()[1:])
+		var ino uint64
+		_ = it.Item().Value(func(b []byte) error { ino = u64(b); return nil })
+		r, err := v.recOf(txn, ino)
+		if err != nil {
+			return nil, fmt.Errorf("hard-link group %x: %w", id, err)
+		}
+		if r.Nlink == 0 {
+			continue
+		}
+		e, err := v.fileEntry(r, snapshot.LinkName(id), up)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, e)
+	}
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	raw, err := snapshot.EncodeTree(entries)
+	if err != nil {
+		return nil, fmt.Errorf("link table: %w", err)
+	}
+	ref := up.add(snapshot.BlobTree, raw)
+	return &ref, nil
+}
+
+// checkPacks verifies that a slow checkpoint's packs were not collected.
+func (v *Volume) checkPacks(ctx context.Context, packs []snapshot.PackID) error {
+	for _, p := range packs {
+		if _, err := v.repo.Store().Stat(ctx, snapshot.PackKey(p)); err != nil {
+			if errors.Is(err, blobstore.ErrNotFound) {
+				return fmt.Errorf("pack %s vanished before its commit (checkpoint outlived the gc grace period); retrying: %w", p, err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// diverge saves a commit that lost its number to another writer on a new
+// branch, and moves this volume there. Nothing is dropped.
+func (v *Volume) diverge(ctx context.Context, c snapshot.Commit) (snapshot.Commit, error) {
+	st := v.getState()
+	orig := st.Branch
+	if st.DivergedFrom != "" {
+		orig = st.DivergedFrom
+	}
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("%s-conflict-%s", orig, v.now().UTC().Format("20060102-150405"))
+		if i > 0 {
+			name = fmt.Sprintf("%s-%d", name, i)
+		}
+		if len(name) > 100 {
+			name = name[len(name)-100:]
+		}
+		nc := c
+		nc.ID = snapshot.CommitID{Branch: name, Seq: 1}
+		nc.Kind = "diverged"
+		nc.Message = fmt.Sprintf("changes of %s that lost a commit race on %s", st.Writer, st.Branch)
+		err := v.repo.WriteCommit(ctx, nc)
+		if errors.Is(err, snapshot.ErrCommitExists) && i < 20 {
+			continue
+		}
+		if err != nil {
+			return c, fmt.Errorf("save diverged changes: %w", err)
+		}
+		v.log.Warn("another writer committed to this branch; this volume's changes continue on a new branch",
+			"branch", st.Branch, "new_branch", name)
+		old := v.lease
+		if v.lease != nil {
+			h := v.lease.Holder()
+			if l, lerr := v.repo.AcquireLease(ctx, name, h, v.opts.LeaseTTL, v.now(), nil); lerr == nil {
+				v.lease = l
+				_ = old.Release(ctx)
+			}
+		}
+		v.stateMu.Lock()
+		v.state.Branch = name
+		v.state.Seq = 0 // apply sets it to the commit's number
+		v.state.DivergedFrom = orig
+		v.stateMu.Unlock()
+		return nc, nil
+	}
+}
+
+// apply is phase D: it records the chunks and trees commit c covers.
+func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *uploader) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	wb := newBatch(v.db)
+	// Directories: their new trees; marks the commit covers are cleared in
+	// the same transaction as the tree they describe.
+	err := v.db.View(func(txn *badger.Txn) error {
+		for ino, bd := range res.dirs {
+			r, err := readInode(txn, ino)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			r.Tree, r.SubFiles, r.SubBytes = bd.ref, bd.subFiles, bd.subBytes
+			covered := true
+			if it, err := txn.Get(key64(pTreeMark, ino)); err == nil {
+				_ = it.Value(func(b []byte) error { covered = u64(b) <= res.seq; return nil })
+			}
+			rec := encodeInode(r)
+			wb.op(func(t *badger.Txn) error {
+				if err := t.Set(key64(pInode, ino), rec); err != nil {
+					return err
+				}
+				if covered {
+					return t.Delete(key64(pTreeMark, ino))
+				}
+				return nil
+			})
+		}
+		if res.linkTable {
+			covered := true
+			if it, err := txn.Get(key64(pTreeMark, linkTableDir)); err == nil {
+				_ = it.Value(func(b []byte) error { covered = u64(b) <= res.seq; return nil })
+			}
+			if covered {
+				wb.del(key64(pTreeMark, linkTableDir))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		wb.txn.Discard()
+		return err
+	}
+	// Files: blocks whose generation did not change become clean.
+	byIno := map[uint64][]uint64{}
+	up.mu.Lock()
+	for k := range up.blocks {
+		byIno[k.ino] = append(byIno[k.ino], k.b)
+	}
+	up.mu.Unlock()
+	for ino, blocks := range byIno {
+		if err := v.applyFile(wb, ino, blocks, up); err != nil {
+			wb.txn.Discard()
+			return err
+		}
+	}
+	v.stateMu.Lock()
+	v.state.Seq = c.ID.Seq
+	v.state.Links = c.Links
+	st := v.state
+	v.stateMu.Unlock()
+	wb.op(func(t *badger.Txn) error { return v.saveState(t, st) })
+	return wb.flush()
+}
+
+// applyFile marks the captured blocks of one file clean.
+func (v *Volume) applyFile(wb *batch, ino uint64, blocks []uint64, up *uploader) error {
+	n := v.lookupNode(ino)
+	var r *inode
+	if n != nil {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		r = n.rec.clone()
+	} else {
+		var err error
+		if r, err = v.peekInode(ino); errors.Is(err, ErrNotFound) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+	var present map[uint64]bool
+	if n != nil {
+		present = n.present
+	} else {
+		present = map[uint64]bool{}
+		err := v.db.View(func(txn *badger.Txn) error {
+			it, err := txn.Get(key64(pPresence, ino))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			return it.Value(func(b []byte) error {
+				for _, i := range decodePresence(b) {
+					present[i] = true
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			return err
+		}
+	}
+	changed := false
+	var cached int64
+	for _, b := range blocks {
+		k := blockKey{ino, b}
+		ub, _ := up.block(k)
+		if !r.isDirty(b) || v.gens.get(k) != ub.gen || b*v.chunkSize >= r.Size {
+			continue
+		}
+		if ub.zero {
+			i, found := slices.BinarySearchFunc(r.Chunks, b, func(c snapshot.Chunk, t uint64) int { return cmpU64(c.Index, t) })
+			if found {
+				r.Chunks = slices.Delete(r.Chunks, i, i+1)
+			}
+		} else {
+			r.setChunk(b, ub.ref)
+			present[b] = true
+			cached += int64(min(v.chunkSize, r.Size-b*v.chunkSize))
+		}
+		r.removeDirty(b)
+		v.gens.forget(k)
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	rec := encodeInode(r)
+	pres := encodePresence(present)
+	wb.op(func(t *badger.Txn) error {
+		if err := t.Set(key64(pInode, ino), rec); err != nil {
+			return err
+		}
+		if len(r.Dirty) == 0 {
+			if err := t.Delete(key64(pDirtyF, ino)); err != nil {
+				return err
+			}
+		}
+		return t.Set(key64(pPresence, ino), pres)
+	})
+	if n != nil {
+		// Only the chunk map and dirty list changed; memory-only size and
+		// time changes made since the freeze stay pending.
+		n.rec.Chunks, n.rec.Dirty = r.Chunks, r.Dirty
+	}
+	v.blocks.add(ino, cached)
+	return nil
+}

@@ -1,0 +1,25 @@
+// Package cache is the local side of a mounted agentfs volume: the engine
+// that the FUSE layer (fs/) drives through an inode-level API, testable
+// without a kernel mount.
+//
+// It owns, in a cache directory:
+//   - a Badger database with the live namespace: inode records (attributes,
+//     chunk maps, dirty blocks), dentries, the set of directories whose
+//     trees must be rewritten, hard-link groups, and the volume's state (the
+//     branch and the commit the namespace derives from);
+//   - data files, one per regular file that has local bytes: written data
+//     lands there first (write-back), and chunks fetched from the blob store
+//     are kept there (the block cache, size-bounded, least recently used
+//     first);
+//   - the checkpointer, which uploads dirty chunks in packs, writes the
+//     changed directory trees and commits them (see checkpoint.go).
+//
+// Directories of the base commit load lazily, on first lookup or readdir, so
+// opening a volume of any size reads one tree.
+//
+// Errors are this package's own kinds (ErrNotFound, ErrExists, ...), mapped
+// to errno in fs/ alone. This package never imports fs/, overlay/ or FUSE.
+//
+// Lock order: Volume.cpMu (checkpoints) → Volume.mu (namespace) → node.mu
+// (one file's data state) → Volume.nodesMu (the open-node table).
+package cache

@@ -1,0 +1,148 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/agentfs/agentfs/snapshot"
+)
+
+// loadDir materializes the entries of directory ino from its stored tree,
+// if that has not happened yet. The tree is fetched without holding the
+// namespace lock, once for concurrent callers. Loading a non-directory is
+// ErrNotDir.
+func (v *Volume) loadDir(ctx context.Context, ino uint64) error {
+	v.mu.RLock()
+	var rec *inode
+	err := v.db.View(func(txn *badger.Txn) error {
+		var err error
+		rec, err = readInode(txn, ino)
+		return err
+	})
+	v.mu.RUnlock()
+	if err != nil {
+		return err
+	}
+	if rec.Type != snapshot.TypeDir {
+		return ErrNotDir
+	}
+	if rec.Loaded {
+		return nil
+	}
+	tree := rec.Tree
+	ch := v.fetches.DoChan("tree:"+strconv.FormatUint(ino, 10)+":"+tree.String(), func() (any, error) {
+		b, err := v.repo.ReadBlob(context.WithoutCancel(ctx), tree)
+		if err != nil {
+			return nil, err
+		}
+		entries, err := snapshot.DecodeTree(b)
+		if err != nil {
+			return nil, err
+		}
+		return nil, v.installDir(ino, tree, entries)
+	})
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case res := <-ch:
+		if res.Err != nil {
+			if errors.Is(res.Err, ErrNotFound) {
+				return res.Err
+			}
+			v.log.Error("loading directory failed", "ino", ino, "tree", tree.Hash.String(), "err", res.Err)
+			return fmt.Errorf("%w: load directory: %w", ErrIO, res.Err)
+		}
+		return nil
+	}
+}
+
+// installDir writes the loaded entries of directory ino. The directory's
+// Loaded flag is set in the last transaction, so a crash midway leaves it
+// unloaded; stale entries of such an attempt are removed first.
+func (v *Volume) installDir(ino uint64, tree snapshot.BlobRef, entries []snapshot.Entry) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var rec *inode
+	var stale []uint64
+	err := v.db.View(func(txn *badger.Txn) error {
+		var err error
+		if rec, err = readInode(txn, ino); err != nil {
+			return err
+		}
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: dentryPrefix(ino), PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			_ = it.Item().Value(func(b []byte) error { stale = append(stale, u64(b)); return nil })
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if rec.Loaded || rec.Tree != tree {
+		return nil // loaded (or replaced) meanwhile
+	}
+	wb := newBatch(v.db)
+	if len(stale) > 0 {
+		if err := v.db.DropPrefix(dentryPrefix(ino)); err != nil {
+			return err
+		}
+		for _, c := range stale {
+			if r, err := v.peekInode(c); err == nil && r.Parent == ino && r.LinkID == 0 {
+				wb.del(key64(pInode, c))
+			}
+		}
+	}
+	links := map[uint64]uint64{}
+	err = v.db.View(func(txn *badger.Txn) error {
+		for i := range entries {
+			id := entries[i].LinkID
+			if id == 0 || entries[i].Type == snapshot.TypeDir {
+				continue
+			}
+			it, err := txn.Get(key64(pLink, id))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				return fmt.Errorf("entry %q names hard-link group %x that the link table lacks: %w", entries[i].Name, id, snapshot.ErrCorrupt)
+			}
+			if err != nil {
+				return err
+			}
+			_ = it.Value(func(b []byte) error { links[id] = u64(b); return nil })
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := range entries {
+		e := &entries[i]
+		if id := e.LinkID; id != 0 && e.Type != snapshot.TypeDir {
+			wb.set(dentryKey(ino, e.Name), dentryValue(links[id], e.Type))
+			continue
+		}
+		child, err := v.allocIno()
+		if err != nil {
+			return err
+		}
+		wb.set(key64(pInode, child), encodeInode(inodeFromEntry(child, ino, e)))
+		wb.set(dentryKey(ino, e.Name), dentryValue(child, e.Type))
+	}
+	rec.Loaded = true
+	wb.set(key64(pInode, ino), encodeInode(rec))
+	return wb.flush()
+}
+
+// peekInode reads a record outside any op.
+func (v *Volume) peekInode(ino uint64) (*inode, error) {
+	var r *inode
+	err := v.db.View(func(txn *badger.Txn) error {
+		var err error
+		r, err = readInode(txn, ino)
+		return err
+	})
+	return r, err
+}

@@ -1,0 +1,993 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/agentfs/agentfs/snapshot"
+)
+
+// mop is one namespace change. It runs under v.mu held exclusively, in one
+// Badger transaction. Records are read through it — the in-memory record of
+// an open file, with that file's lock held until the end — changed on
+// private copies, and installed only when the transaction commits.
+type mop struct {
+	v     *Volume
+	txn   *badger.Txn
+	recs  map[uint64]*inode // private copies read so far
+	dirty map[uint64]bool   // copies to write
+	nodes map[uint64]*node  // open files whose lock this op holds
+	marks map[uint64]bool   // directories whose trees must be rewritten
+	after []func()          // run after a successful commit
+}
+
+// change runs fn as one namespace change.
+func (v *Volume) change(fn func(o *mop) error) error {
+	if v.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	if v.closed.Load() {
+		return ErrClosed
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	o := &mop{v: v, txn: v.db.NewTransaction(true), recs: map[uint64]*inode{}, dirty: map[uint64]bool{},
+		nodes: map[uint64]*node{}, marks: map[uint64]bool{}}
+	defer func() {
+		o.txn.Discard()
+		for _, n := range o.nodes {
+			n.mu.Unlock()
+		}
+	}()
+	if err := fn(o); err != nil {
+		return err
+	}
+	return o.commit()
+}
+
+// get returns the private copy of inode ino's record.
+func (o *mop) get(ino uint64) (*inode, error) {
+	if r, ok := o.recs[ino]; ok {
+		return r, nil
+	}
+	if n := o.v.lookupNode(ino); n != nil {
+		if _, held := o.nodes[ino]; !held {
+			n.mu.Lock()
+			o.nodes[ino] = n
+		}
+		r := n.rec.clone()
+		o.recs[ino] = r
+		return r, nil
+	}
+	r, err := readInode(o.txn, ino)
+	if err != nil {
+		return nil, err
+	}
+	o.recs[ino] = r
+	return r, nil
+}
+
+// put schedules r to be written.
+func (o *mop) put(r *inode) {
+	o.recs[r.Ino] = r
+	o.dirty[r.Ino] = true
+}
+
+// markEntry records that r's own attributes changed: the tree holding its
+// entry must be rewritten.
+func (o *mop) markEntry(r *inode) {
+	switch {
+	case r.LinkID != 0:
+		o.marks[linkTableDir] = true
+	case r.Ino == RootIno:
+		o.marks[RootIno] = true
+	case r.Parent != 0:
+		o.marks[r.Parent] = true
+	}
+}
+
+// markDir records that dir's entries changed.
+func (o *mop) markDir(dir uint64) { o.marks[dir] = true }
+
+func (o *mop) commit() error {
+	for ino := range o.dirty {
+		if err := o.txn.Set(key64(pInode, ino), encodeInode(o.recs[ino])); err != nil {
+			return err
+		}
+	}
+	if len(o.marks) > 0 {
+		seq := put64(o.v.seq.Add(1))
+		for dir := range o.marks {
+			if err := o.txn.Set(key64(pTreeMark, dir), seq); err != nil {
+				return err
+			}
+		}
+	}
+	if err := o.txn.Commit(); err != nil {
+		return fmt.Errorf("cache database: %w", err)
+	}
+	for ino, n := range o.nodes {
+		if o.dirty[ino] {
+			n.rec = o.recs[ino]
+		}
+	}
+	for _, f := range o.after {
+		f()
+	}
+	return nil
+}
+
+// lookupChild returns the inode number and type of parent/name in the op's
+// transaction.
+func (o *mop) lookupChild(parent uint64, name string) (uint64, snapshot.EntryType, error) {
+	return getDentry(o.txn, parent, name)
+}
+
+func getDentry(txn *badger.Txn, parent uint64, name string) (uint64, snapshot.EntryType, error) {
+	it, err := txn.Get(dentryKey(parent, name))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 0, 0, ErrNotFound
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	var ino uint64
+	var t snapshot.EntryType
+	err = it.Value(func(b []byte) error {
+		if len(b) != 9 {
+			return fmt.Errorf("dentry %d/%q: %w", parent, name, ErrIO)
+		}
+		ino, t = u64(b), snapshot.EntryType(b[8])
+		return nil
+	})
+	return ino, t, err
+}
+
+func readInode(txn *badger.Txn, ino uint64) (*inode, error) {
+	it, err := txn.Get(key64(pInode, ino))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, fmt.Errorf("inode %d: %w", ino, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r *inode
+	err = it.Value(func(b []byte) error {
+		var derr error
+		r, derr = decodeInode(b)
+		return derr
+	})
+	return r, err
+}
+
+// dirRec returns the record of directory ino, which must be loaded.
+func (o *mop) dirRec(ino uint64) (*inode, error) {
+	r, err := o.get(ino)
+	if err != nil {
+		return nil, err
+	}
+	if r.Type != snapshot.TypeDir {
+		return nil, ErrNotDir
+	}
+	if !r.Loaded {
+		return nil, errNotLoaded
+	}
+	return r, nil
+}
+
+// errNotLoaded tells a caller to load a directory and retry; it never
+// leaves this package.
+var errNotLoaded = errors.New("directory not loaded")
+
+func checkName(name string) error {
+	if len(name) > MaxNameLen {
+		return ErrNameTooLong
+	}
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+		return ErrInvalid
+	}
+	return nil
+}
+
+// retryLoad runs fn, loading directories it reports as not loaded, a few
+// times.
+func (v *Volume) retryLoad(ctx context.Context, dirs []uint64, fn func() error) error {
+	for _, d := range dirs {
+		if err := v.loadDir(ctx, d); err != nil {
+			return err
+		}
+	}
+	for range 8 {
+		err := fn()
+		var nl *notLoadedError
+		if !errors.As(err, &nl) && !errors.Is(err, errNotLoaded) {
+			return err
+		}
+		if nl != nil {
+			if err := v.loadDir(ctx, nl.ino); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, d := range dirs {
+			if err := v.loadDir(ctx, d); err != nil {
+				return err
+			}
+		}
+	}
+	return fmt.Errorf("directory keeps unloading: %w", ErrIO)
+}
+
+// notLoadedError names a directory to load before retrying.
+type notLoadedError struct{ ino uint64 }
+
+func (e *notLoadedError) Error() string { return fmt.Sprintf("directory %d not loaded", e.ino) }
+
+// Lookup returns the attributes of the entry name in directory parent.
+func (v *Volume) Lookup(ctx context.Context, parent uint64, name string) (Attr, error) {
+	if len(name) > MaxNameLen {
+		return Attr{}, ErrNameTooLong
+	}
+	if err := v.loadDir(ctx, parent); err != nil {
+		return Attr{}, err
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	var a Attr
+	err := v.db.View(func(txn *badger.Txn) error {
+		ino, _, err := getDentry(txn, parent, name)
+		if err != nil {
+			return err
+		}
+		a, err = v.attrOf(txn, ino)
+		return err
+	})
+	return a, err
+}
+
+// attrOf returns the current attributes of ino: an open file's in-memory
+// record, or the stored one.
+func (v *Volume) attrOf(txn *badger.Txn, ino uint64) (Attr, error) {
+	if n := v.lookupNode(ino); n != nil {
+		n.mu.RLock()
+		a := n.rec.attr()
+		n.mu.RUnlock()
+		return a, nil
+	}
+	r, err := readInode(txn, ino)
+	if err != nil {
+		return Attr{}, err
+	}
+	return r.attr(), nil
+}
+
+// GetAttr returns the attributes of ino.
+func (v *Volume) GetAttr(ctx context.Context, ino uint64) (Attr, error) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	var a Attr
+	err := v.db.View(func(txn *badger.Txn) error {
+		var err error
+		a, err = v.attrOf(txn, ino)
+		return err
+	})
+	return a, err
+}
+
+// Readlink returns the target of symlink ino.
+func (v *Volume) Readlink(ctx context.Context, ino uint64) (string, error) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	var target string
+	err := v.db.View(func(txn *badger.Txn) error {
+		r, err := readInode(txn, ino)
+		if err != nil {
+			return err
+		}
+		if r.Type != snapshot.TypeSymlink {
+			return ErrInvalid
+		}
+		target = r.Target
+		return nil
+	})
+	return target, err
+}
+
+// ReadDir returns the entries of directory ino (without "." and ".."),
+// sorted by name: a consistent snapshot at the time of the call.
+func (v *Volume) ReadDir(ctx context.Context, ino uint64) ([]DirEntry, error) {
+	if err := v.loadDir(ctx, ino); err != nil {
+		return nil, err
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	var out []DirEntry
+	err := v.db.View(func(txn *badger.Txn) error {
+		r, err := readInode(txn, ino)
+		if err != nil {
+			return err
+		}
+		if r.Type != snapshot.TypeDir {
+			return ErrNotDir
+		}
+		prefix := dentryPrefix(ino)
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			name := string(item.Key()[len(prefix):])
+			err := item.Value(func(b []byte) error {
+				out = append(out, DirEntry{Name: name, Ino: u64(b), Type: snapshot.EntryType(b[8])})
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// newInode creates the record of a new inode named name in dir.
+func (o *mop) newInode(dir *inode, name string, t snapshot.EntryType, mode uint32, cred Cred) (*inode, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if _, _, err := o.lookupChild(dir.Ino, name); err == nil {
+		return nil, ErrExists
+	} else if !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	ino, err := o.v.allocIno()
+	if err != nil {
+		return nil, err
+	}
+	now := o.v.now().UnixNano()
+	r := &inode{Ino: ino, Type: t, Mode: mode & ModePerm, Uid: cred.Uid, Gid: cred.Gid,
+		Atime: now, Mtime: now, Ctime: now, Nlink: 1, Parent: dir.Ino}
+	if dir.Mode&ModeSetgid != 0 {
+		// BSD group semantics in setgid directories, as on ext4.
+		r.Gid = dir.Gid
+		if t == snapshot.TypeDir {
+			r.Mode |= ModeSetgid
+		}
+	}
+	if t == snapshot.TypeDir {
+		r.Nlink = 2
+		r.Loaded = true
+		dir.Nlink++
+		o.markDir(ino) // it has no stored tree until the next checkpoint
+	}
+	if err := o.txn.Set(dentryKey(dir.Ino, name), dentryValue(ino, t)); err != nil {
+		return nil, err
+	}
+	dir.Mtime, dir.Ctime = now, now
+	o.put(r)
+	o.put(dir)
+	o.markDir(dir.Ino)
+	o.markEntry(dir)
+	return r, nil
+}
+
+func (v *Volume) create(ctx context.Context, parent uint64, name string, t snapshot.EntryType, mode uint32, rdev uint64, target string, cred Cred) (Attr, error) {
+	var a Attr
+	err := v.retryLoad(ctx, []uint64{parent}, func() error {
+		return v.change(func(o *mop) error {
+			dir, err := o.dirRec(parent)
+			if err != nil {
+				return err
+			}
+			r, err := o.newInode(dir, name, t, mode, cred)
+			if err != nil {
+				return err
+			}
+			r.Rdev = rdev
+			r.Target = target
+			a = r.attr()
+			return nil
+		})
+	})
+	return a, err
+}
+
+// Mkdir creates directory name in parent with permission bits mode.
+func (v *Volume) Mkdir(ctx context.Context, parent uint64, name string, mode uint32, cred Cred) (Attr, error) {
+	return v.create(ctx, parent, name, snapshot.TypeDir, mode, 0, "", cred)
+}
+
+// Mknod creates a special file (FIFO, socket, character or block device;
+// mode carries the type bits) or, for a regular type, an empty file.
+func (v *Volume) Mknod(ctx context.Context, parent uint64, name string, mode uint32, rdev uint64, cred Cred) (Attr, error) {
+	t, ok := TypeOfMode(mode)
+	if !ok || t == snapshot.TypeDir || t == snapshot.TypeSymlink {
+		return Attr{}, ErrInvalid
+	}
+	if t != snapshot.TypeCharDev && t != snapshot.TypeBlockDev {
+		rdev = 0
+	}
+	return v.create(ctx, parent, name, t, mode, rdev, "", cred)
+}
+
+// Symlink creates symlink name in parent pointing to target.
+func (v *Volume) Symlink(ctx context.Context, parent uint64, name, target string, cred Cred) (Attr, error) {
+	if len(target) > MaxSymlinkLen {
+		return Attr{}, ErrNameTooLong
+	}
+	if target == "" {
+		return Attr{}, ErrNotFound
+	}
+	return v.create(ctx, parent, name, snapshot.TypeSymlink, 0o777, 0, target, cred)
+}
+
+// Create creates regular file name in parent and opens it (as Open does).
+// With exclusive false, an existing regular file is opened instead
+// (truncated if truncate is set).
+func (v *Volume) Create(ctx context.Context, parent uint64, name string, mode uint32, cred Cred, exclusive, truncate bool) (Attr, error) {
+	a, err := v.create(ctx, parent, name, snapshot.TypeFile, mode, 0, "", cred)
+	if errors.Is(err, ErrExists) && !exclusive {
+		a, err = v.Lookup(ctx, parent, name)
+		if err != nil {
+			return Attr{}, err
+		}
+		if a.Type == snapshot.TypeDir {
+			return Attr{}, ErrIsDir
+		}
+		return v.Open(ctx, a.Ino, truncate)
+	}
+	if err != nil {
+		return Attr{}, err
+	}
+	if _, err := v.Open(ctx, a.Ino, false); err != nil {
+		return Attr{}, err
+	}
+	return a, nil
+}
+
+// Link creates name in newParent as a new name of ino (not a directory).
+func (v *Volume) Link(ctx context.Context, ino, newParent uint64, name string) (Attr, error) {
+	if err := checkName(name); err != nil {
+		return Attr{}, err
+	}
+	var a Attr
+	err := v.retryLoad(ctx, []uint64{newParent}, func() error {
+		return v.change(func(o *mop) error {
+			dir, err := o.dirRec(newParent)
+			if err != nil {
+				return err
+			}
+			r, err := o.get(ino)
+			if err != nil {
+				return err
+			}
+			if r.Type == snapshot.TypeDir {
+				return ErrPermission
+			}
+			if r.Nlink == 0 {
+				return ErrNotFound
+			}
+			if _, _, err := o.lookupChild(newParent, name); err == nil {
+				return ErrExists
+			} else if !errors.Is(err, ErrNotFound) {
+				return err
+			}
+			if r.LinkID == 0 {
+				// The file becomes a hard-link group: its entry moves to
+				// the link table, its old directory names it by ID.
+				r.LinkID = newLinkID()
+				if err := o.txn.Set(key64(pLink, r.LinkID), put64(ino)); err != nil {
+					return err
+				}
+				if r.Parent != 0 {
+					o.markDir(r.Parent)
+				}
+				r.Parent = 0
+			}
+			now := o.v.now().UnixNano()
+			r.Nlink++
+			r.Ctime = now
+			dir.Mtime, dir.Ctime = now, now
+			if err := o.txn.Set(dentryKey(newParent, name), dentryValue(ino, r.Type)); err != nil {
+				return err
+			}
+			o.put(r)
+			o.put(dir)
+			o.markEntry(r)
+			o.markDir(newParent)
+			o.markEntry(dir)
+			a = r.attr()
+			return nil
+		})
+	})
+	return a, err
+}
+
+func newLinkID() uint64 {
+	for {
+		id := u64(randBytes(8))
+		if id != 0 {
+			return id
+		}
+	}
+}
+
+// dropName removes one name of r (whose dentry the caller deletes): nlink
+// drops, and at zero the inode is deleted, or kept as an orphan while open.
+func (o *mop) dropName(r *inode) error {
+	now := o.v.now().UnixNano()
+	if r.Type == snapshot.TypeDir {
+		r.Nlink = 0
+	} else {
+		r.Nlink--
+	}
+	r.Ctime = now
+	if r.Nlink > 0 {
+		o.put(r)
+		o.markEntry(r)
+		return nil
+	}
+	if r.LinkID != 0 {
+		if err := o.txn.Delete(key64(pLink, r.LinkID)); err != nil {
+			return err
+		}
+		o.marks[linkTableDir] = true
+	}
+	r.Parent = 0
+	if n := o.v.lookupNode(r.Ino); n != nil && n.opens > 0 {
+		// Unlinked while open: the data stays until the last close, and
+		// is no longer anything to upload.
+		o.put(r)
+		if err := o.txn.Delete(key64(pDirtyF, r.Ino)); err != nil {
+			return err
+		}
+		return o.txn.Set(key64(pOrphan, r.Ino), nil)
+	}
+	ino := r.Ino
+	delete(o.dirty, ino)
+	for _, k := range [][]byte{key64(pInode, ino), key64(pDirtyF, ino), key64(pPresence, ino)} {
+		if err := o.txn.Delete(k); err != nil {
+			return err
+		}
+	}
+	o.after = append(o.after, func() { o.v.dropData(ino) })
+	return nil
+}
+
+// Unlink removes the non-directory entry name from parent.
+func (v *Volume) Unlink(ctx context.Context, parent uint64, name string) error {
+	return v.remove(ctx, parent, name, false)
+}
+
+// Rmdir removes the empty directory name from parent.
+func (v *Volume) Rmdir(ctx context.Context, parent uint64, name string) error {
+	return v.remove(ctx, parent, name, true)
+}
+
+func (v *Volume) remove(ctx context.Context, parent uint64, name string, isDir bool) error {
+	if len(name) > MaxNameLen {
+		return ErrNameTooLong
+	}
+	if name == "." || (isDir && name == "..") {
+		return ErrInvalid
+	}
+	return v.retryLoad(ctx, []uint64{parent}, func() error {
+		return v.change(func(o *mop) error {
+			dir, err := o.dirRec(parent)
+			if err != nil {
+				return err
+			}
+			ino, t, err := o.lookupChild(parent, name)
+			if err != nil {
+				return err
+			}
+			if isDir && t != snapshot.TypeDir {
+				return ErrNotDir
+			}
+			if !isDir && t == snapshot.TypeDir {
+				return ErrIsDir
+			}
+			r, err := o.get(ino)
+			if err != nil {
+				return err
+			}
+			if isDir {
+				if err := o.checkEmpty(r); err != nil {
+					return err
+				}
+				dir.Nlink--
+			}
+			if err := o.txn.Delete(dentryKey(parent, name)); err != nil {
+				return err
+			}
+			now := o.v.now().UnixNano()
+			dir.Mtime, dir.Ctime = now, now
+			o.put(dir)
+			o.markDir(parent)
+			o.markEntry(dir)
+			if isDir {
+				if err := o.txn.Delete(key64(pTreeMark, ino)); err != nil {
+					return err
+				}
+				delete(o.marks, ino)
+			}
+			return o.dropName(r)
+		})
+	})
+}
+
+// checkEmpty fails with ErrNotEmpty unless directory r has no entries.
+func (o *mop) checkEmpty(r *inode) error {
+	if !r.Loaded {
+		if r.Tree.Hash == emptyTreeHash {
+			return nil
+		}
+		return &notLoadedError{ino: r.Ino}
+	}
+	it := o.txn.NewIterator(badger.IteratorOptions{Prefix: dentryPrefix(r.Ino), PrefetchValues: false})
+	defer it.Close()
+	it.Rewind()
+	if it.Valid() {
+		return ErrNotEmpty
+	}
+	return nil
+}
+
+var emptyTreeHash = snapshot.HashOf(snapshot.EmptyTree)
+
+// Rename moves parent/name to newParent/newName, replacing a compatible
+// target (an empty directory for a directory, a non-directory for a
+// non-directory) unless flags say otherwise.
+func (v *Volume) Rename(ctx context.Context, parent uint64, name string, newParent uint64, newName string, flags RenameFlags) error {
+	if flags&RenameNoReplace != 0 && flags&RenameExchange != 0 {
+		return ErrInvalid
+	}
+	if err := checkName(newName); err != nil {
+		return err
+	}
+	if len(name) > MaxNameLen {
+		return ErrNameTooLong
+	}
+	return v.retryLoad(ctx, []uint64{parent, newParent}, func() error {
+		return v.change(func(o *mop) error { return o.rename(parent, name, newParent, newName, flags) })
+	})
+}
+
+func (o *mop) rename(parent uint64, name string, newParent uint64, newName string, flags RenameFlags) error {
+	src, err := o.dirRec(parent)
+	if err != nil {
+		return err
+	}
+	dst := src
+	if newParent != parent {
+		if dst, err = o.dirRec(newParent); err != nil {
+			return err
+		}
+	}
+	ino, t, err := o.lookupChild(parent, name)
+	if err != nil {
+		return err
+	}
+	tino, tt, err := o.lookupChild(newParent, newName)
+	exists := err == nil
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	if flags&RenameExchange != 0 && !exists {
+		return ErrNotFound
+	}
+	if flags&RenameNoReplace != 0 && exists {
+		return ErrExists
+	}
+	if exists && tino == ino {
+		return nil // two names of one file, or the same name: nothing to do
+	}
+	r, err := o.get(ino)
+	if err != nil {
+		return err
+	}
+	// A directory must not move into its own subtree.
+	if t == snapshot.TypeDir && newParent != parent {
+		if err := o.checkNotAncestor(ino, newParent); err != nil {
+			return err
+		}
+	}
+	now := o.v.now().UnixNano()
+	if flags&RenameExchange != 0 {
+		tr, err := o.get(tino)
+		if err != nil {
+			return err
+		}
+		if tt == snapshot.TypeDir && newParent != parent {
+			if err := o.checkNotAncestor(tino, parent); err != nil {
+				return err
+			}
+		}
+		if err := o.txn.Set(dentryKey(parent, name), dentryValue(tino, tt)); err != nil {
+			return err
+		}
+		if err := o.txn.Set(dentryKey(newParent, newName), dentryValue(ino, t)); err != nil {
+			return err
+		}
+		if newParent != parent {
+			if t == snapshot.TypeDir && tt != snapshot.TypeDir {
+				src.Nlink--
+				dst.Nlink++
+			} else if tt == snapshot.TypeDir && t != snapshot.TypeDir {
+				src.Nlink++
+				dst.Nlink--
+			}
+		}
+		o.reparent(r, newParent)
+		o.reparent(tr, parent)
+		r.Ctime, tr.Ctime = now, now
+		o.put(r)
+		o.put(tr)
+	} else {
+		if exists {
+			tr, err := o.get(tino)
+			if err != nil {
+				return err
+			}
+			switch {
+			case t == snapshot.TypeDir && tt != snapshot.TypeDir:
+				return ErrNotDir
+			case t != snapshot.TypeDir && tt == snapshot.TypeDir:
+				return ErrIsDir
+			case tt == snapshot.TypeDir:
+				if err := o.checkEmpty(tr); err != nil {
+					return err
+				}
+				dst.Nlink--
+				if err := o.txn.Delete(key64(pTreeMark, tino)); err != nil {
+					return err
+				}
+				delete(o.marks, tino)
+			}
+			if err := o.dropName(tr); err != nil {
+				return err
+			}
+		}
+		if err := o.txn.Delete(dentryKey(parent, name)); err != nil {
+			return err
+		}
+		if err := o.txn.Set(dentryKey(newParent, newName), dentryValue(ino, t)); err != nil {
+			return err
+		}
+		if t == snapshot.TypeDir && newParent != parent {
+			src.Nlink--
+			dst.Nlink++
+		}
+		o.reparent(r, newParent)
+		r.Ctime = now
+		o.put(r)
+	}
+	src.Mtime, src.Ctime = now, now
+	dst.Mtime, dst.Ctime = now, now
+	o.put(src)
+	o.put(dst)
+	o.markDir(parent)
+	o.markDir(newParent)
+	o.markEntry(src)
+	o.markEntry(dst)
+	o.markEntry(r)
+	return nil
+}
+
+// reparent records that r's name now lives in dir.
+func (o *mop) reparent(r *inode, dir uint64) {
+	if r.LinkID == 0 {
+		r.Parent = dir
+	}
+}
+
+// checkNotAncestor fails with ErrInvalid if dir is ino or lies below it.
+func (o *mop) checkNotAncestor(ino, dir uint64) error {
+	for d := dir; d != 0; {
+		if d == ino {
+			return ErrInvalid
+		}
+		r, err := o.get(d)
+		if err != nil {
+			return err
+		}
+		if d == RootIno {
+			break
+		}
+		d = r.Parent
+	}
+	return nil
+}
+
+// SetAttr changes the attributes in; a size change truncates or extends
+// the file (extension reads as zeros).
+func (v *Volume) SetAttr(ctx context.Context, ino uint64, in SetAttrIn) (Attr, error) {
+	if in.Size != nil {
+		if err := v.truncate(ctx, ino, *in.Size); err != nil {
+			return Attr{}, err
+		}
+	}
+	var a Attr
+	err := v.change(func(o *mop) error {
+		r, err := o.get(ino)
+		if err != nil {
+			return err
+		}
+		now := o.v.now().UnixNano()
+		if in.Mode != nil {
+			r.Mode = *in.Mode & ModePerm
+		}
+		if in.Uid != nil {
+			r.Uid = *in.Uid
+		}
+		if in.Gid != nil {
+			r.Gid = *in.Gid
+		}
+		switch {
+		case in.AtimeNow:
+			r.Atime = now
+		case in.Atime != nil:
+			r.Atime = *in.Atime
+		}
+		switch {
+		case in.MtimeNow:
+			r.Mtime = now
+		case in.Mtime != nil:
+			r.Mtime = *in.Mtime
+		}
+		if in.Ctime != nil {
+			r.Ctime = *in.Ctime
+		} else {
+			r.Ctime = now
+		}
+		o.put(r)
+		o.markEntry(r)
+		a = r.attr()
+		return nil
+	})
+	return a, err
+}
+
+// GetXattr returns the value of attribute name of ino (ErrNoAttr if unset).
+func (v *Volume) GetXattr(ctx context.Context, ino uint64, name string) ([]byte, error) {
+	var val []byte
+	err := v.readRec(ino, func(r *inode) error {
+		x, ok := r.xattr(name)
+		if !ok {
+			return ErrNoAttr
+		}
+		val = slices.Clone(x)
+		return nil
+	})
+	return val, err
+}
+
+// ListXattr returns the attribute names of ino, sorted.
+func (v *Volume) ListXattr(ctx context.Context, ino uint64) ([]string, error) {
+	var names []string
+	err := v.readRec(ino, func(r *inode) error {
+		for _, x := range r.Xattrs {
+			names = append(names, x.Name)
+		}
+		return nil
+	})
+	return names, err
+}
+
+// readRec calls fn with the current record of ino (read-only).
+func (v *Volume) readRec(ino uint64, fn func(*inode) error) error {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if n := v.lookupNode(ino); n != nil {
+		n.mu.RLock()
+		defer n.mu.RUnlock()
+		return fn(n.rec)
+	}
+	return v.db.View(func(txn *badger.Txn) error {
+		r, err := readInode(txn, ino)
+		if err != nil {
+			return err
+		}
+		return fn(r)
+	})
+}
+
+func checkXattrName(name string) error {
+	switch {
+	case name == "":
+		return ErrInvalid
+	case len(name) > MaxXattrName:
+		return ErrRange
+	case strings.HasPrefix(name, "system."):
+		// POSIX ACLs and other system attributes are not kept.
+		return ErrNotSupported
+	}
+	return nil
+}
+
+// SetXattr sets attribute name of ino. flags may hold XattrCreate (fail if
+// it exists) or XattrReplace (fail if it does not).
+func (v *Volume) SetXattr(ctx context.Context, ino uint64, name string, value []byte, flags uint32) error {
+	if err := checkXattrName(name); err != nil {
+		return err
+	}
+	if len(value) > MaxXattrValue {
+		return ErrRange
+	}
+	return v.change(func(o *mop) error {
+		r, err := o.get(ino)
+		if err != nil {
+			return err
+		}
+		i, ok := slices.BinarySearchFunc(r.Xattrs, name, func(x snapshot.Xattr, t string) int { return cmpStr(x.Name, t) })
+		switch {
+		case ok && flags&XattrCreate != 0:
+			return ErrExists
+		case !ok && flags&XattrReplace != 0:
+			return ErrNoAttr
+		}
+		total := len(name) + len(value)
+		for _, x := range r.Xattrs {
+			if x.Name != name {
+				total += len(x.Name) + len(x.Value)
+			}
+		}
+		if total > MaxXattrsTotal {
+			return ErrNoSpace
+		}
+		x := snapshot.Xattr{Name: name, Value: slices.Clone(value)}
+		if ok {
+			r.Xattrs[i] = x
+		} else {
+			r.Xattrs = slices.Insert(r.Xattrs, i, x)
+		}
+		r.Ctime = o.v.now().UnixNano()
+		o.put(r)
+		o.markEntry(r)
+		return nil
+	})
+}
+
+// RemoveXattr removes attribute name of ino (ErrNoAttr if unset).
+func (v *Volume) RemoveXattr(ctx context.Context, ino uint64, name string) error {
+	if err := checkXattrName(name); err != nil {
+		if errors.Is(err, ErrNotSupported) {
+			return ErrNoAttr
+		}
+		return err
+	}
+	return v.change(func(o *mop) error {
+		r, err := o.get(ino)
+		if err != nil {
+			return err
+		}
+		i, ok := slices.BinarySearchFunc(r.Xattrs, name, func(x snapshot.Xattr, t string) int { return cmpStr(x.Name, t) })
+		if !ok {
+			return ErrNoAttr
+		}
+		r.Xattrs = slices.Delete(r.Xattrs, i, i+1)
+		r.Ctime = o.v.now().UnixNano()
+		o.put(r)
+		o.markEntry(r)
+		return nil
+	})
+}
+
+// StatFs reports the volume as a very large filesystem: blob storage has no
+// fixed size. Used space is the logical size of the last commit.
+func (v *Volume) StatFs(ctx context.Context) (StatFs, error) {
+	const bsize = 4096
+	const total = 1 << 40 // blocks: 4 PiB
+	var used, files uint64
+	_ = v.readRec(RootIno, func(r *inode) error {
+		used, files = r.SubBytes, r.SubFiles
+		return nil
+	})
+	ub := min((used+bsize-1)/bsize, total)
+	return StatFs{Bsize: bsize, Blocks: total, Bfree: total - ub, Bavail: total - ub,
+		Files: 1 << 40, Ffree: 1<<40 - files, NameLen: MaxNameLen}, nil
+}

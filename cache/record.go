@@ -1,0 +1,329 @@
+package cache
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/agentfs/agentfs/internal/binenc"
+	"github.com/agentfs/agentfs/snapshot"
+)
+
+// Badger key layout (all integers big-endian, so keys sort numerically):
+//
+//	'i' ino                 → inode record (encodeInode)
+//	'd' parent name         → child ino (8 bytes) + entry type (1 byte)
+//	't' dir                 → op sequence (8 bytes): dir's tree must be rewritten
+//	                          (dir 0 stands for the link table)
+//	'w' ino                 → (empty) the file has dirty blocks
+//	'h' linkID              → ino of the hard-link group
+//	'o' ino                 → (empty) orphan: unlinked while open
+//	'p' ino                 → presence bitmap of clean cached blocks
+//	'm' name                → volume state (see volume.go)
+const (
+	pInode    = 'i'
+	pDentry   = 'd'
+	pTreeMark = 't'
+	pDirtyF   = 'w'
+	pLink     = 'h'
+	pOrphan   = 'o'
+	pPresence = 'p'
+	pMeta     = 'm'
+)
+
+// linkTableDir is the pseudo-directory whose tree mark means "rewrite the
+// link table".
+const linkTableDir uint64 = 0
+
+func key64(prefix byte, n uint64) []byte {
+	k := make([]byte, 9)
+	k[0] = prefix
+	binary.BigEndian.PutUint64(k[1:], n)
+	return k
+}
+
+func dentryKey(parent uint64, name string) []byte {
+	k := make([]byte, 9, 9+len(name))
+	k[0] = pDentry
+	binary.BigEndian.PutUint64(k[1:], parent)
+	return append(k, name...)
+}
+
+func dentryPrefix(parent uint64) []byte { return key64(pDentry, parent) }
+
+func metaKey(name string) []byte { return append([]byte{pMeta}, name...) }
+
+func u64(b []byte) uint64 {
+	if len(b) < 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}
+
+func put64(n uint64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, n)
+	return b
+}
+
+func dentryValue(ino uint64, t snapshot.EntryType) []byte {
+	b := make([]byte, 9)
+	binary.BigEndian.PutUint64(b, ino)
+	b[8] = byte(t)
+	return b
+}
+
+// inode is the persistent record of one inode.
+type inode struct {
+	Ino    uint64
+	Type   snapshot.EntryType
+	Mode   uint32 // 07777
+	Uid    uint32
+	Gid    uint32
+	Size   uint64
+	Atime  int64
+	Mtime  int64
+	Ctime  int64
+	Nlink  uint32
+	Rdev   uint64
+	Target string
+	Xattrs []snapshot.Xattr // sorted by name
+	// Parent is the directory holding this inode's only name. It is zero
+	// for the root, for hard-link groups (LinkID != 0: their names may lie
+	// in directories not loaded yet) and for orphans.
+	Parent uint64
+	LinkID uint64
+
+	// Directories.
+	Loaded   bool             // children are materialized as dentries
+	Tree     snapshot.BlobRef // base or last committed tree (valid when not dirty)
+	SubFiles uint64
+	SubBytes uint64
+
+	// Regular files.
+	Chunks []snapshot.Chunk // committed chunks, by Index
+	Dirty  []uint64         // sorted block indexes whose local bytes are newer than Chunks
+}
+
+const recVersion = 1
+
+func encodeInode(n *inode) []byte {
+	e := binenc.Encoder{B: make([]byte, 0, 96+len(n.Chunks)*70)}
+	e.Byte(recVersion)
+	e.Uvarint(n.Ino)
+	e.Byte(byte(n.Type))
+	e.Uvarint(uint64(n.Mode))
+	e.Uvarint(uint64(n.Uid))
+	e.Uvarint(uint64(n.Gid))
+	e.Uvarint(n.Size)
+	e.Varint(n.Atime)
+	e.Varint(n.Mtime)
+	e.Varint(n.Ctime)
+	e.Uvarint(uint64(n.Nlink))
+	e.Uvarint(n.Rdev)
+	e.String(n.Target)
+	e.Uvarint(uint64(len(n.Xattrs)))
+	for _, x := range n.Xattrs {
+		e.String(x.Name)
+		e.Bytes(x.Value)
+	}
+	e.Uvarint(n.Parent)
+	e.Uvarint(n.LinkID)
+	e.Bool(n.Loaded)
+	e.B = snapshot.EncodeRef(e.B, n.Tree)
+	e.Uvarint(n.SubFiles)
+	e.Uvarint(n.SubBytes)
+	e.Uvarint(uint64(len(n.Chunks)))
+	for _, c := range n.Chunks {
+		e.Uvarint(c.Index)
+		e.B = snapshot.EncodeRef(e.B, c.Ref)
+	}
+	e.Uvarint(uint64(len(n.Dirty)))
+	for _, b := range n.Dirty {
+		e.Uvarint(b)
+	}
+	return e.B
+}
+
+func decodeInode(b []byte) (*inode, error) {
+	d := binenc.Decoder{B: b}
+	if v := d.Byte(); v != recVersion && d.Err() == nil {
+		return nil, fmt.Errorf("inode record version %d: %w", v, ErrIO)
+	}
+	n := &inode{}
+	n.Ino = d.Uvarint()
+	n.Type = snapshot.EntryType(d.Byte())
+	n.Mode = d.Uint32()
+	n.Uid = d.Uint32()
+	n.Gid = d.Uint32()
+	n.Size = d.Uvarint()
+	n.Atime = d.Varint()
+	n.Mtime = d.Varint()
+	n.Ctime = d.Varint()
+	n.Nlink = d.Uint32()
+	n.Rdev = d.Uvarint()
+	n.Target = d.String()
+	nx := d.Count(2)
+	for i := 0; i < nx; i++ {
+		n.Xattrs = append(n.Xattrs, snapshot.Xattr{Name: d.String(), Value: d.Bytes()})
+	}
+	n.Parent = d.Uvarint()
+	n.LinkID = d.Uvarint()
+	n.Loaded = d.Bool()
+	n.Tree = snapshot.DecodeRef(&d)
+	n.SubFiles = d.Uvarint()
+	n.SubBytes = d.Uvarint()
+	nc := d.Count(2)
+	for i := 0; i < nc; i++ {
+		idx := d.Uvarint()
+		n.Chunks = append(n.Chunks, snapshot.Chunk{Index: idx, Ref: snapshot.DecodeRef(&d)})
+	}
+	nd := d.Count(1)
+	for i := 0; i < nd; i++ {
+		n.Dirty = append(n.Dirty, d.Uvarint())
+	}
+	d.End()
+	if d.Err() != nil {
+		return nil, fmt.Errorf("inode record: %w: %w", ErrIO, d.Err())
+	}
+	return n, nil
+}
+
+// clone returns a deep copy of n.
+func (n *inode) clone() *inode {
+	c := *n
+	c.Xattrs = slices.Clone(n.Xattrs)
+	c.Chunks = slices.Clone(n.Chunks)
+	c.Dirty = slices.Clone(n.Dirty)
+	return &c
+}
+
+// attr returns the stat view of n.
+func (n *inode) attr() Attr {
+	a := Attr{
+		Ino: n.Ino, Type: n.Type, Mode: n.Mode, Nlink: n.Nlink, Uid: n.Uid, Gid: n.Gid,
+		Size: n.Size, Atime: n.Atime, Mtime: n.Mtime, Ctime: n.Ctime, Rdev: n.Rdev,
+	}
+	switch n.Type {
+	case snapshot.TypeSymlink:
+		a.Size = uint64(len(n.Target))
+	case snapshot.TypeDir:
+		a.Size = 4096
+		a.Blocks = 8
+	case snapshot.TypeFile:
+		a.Blocks = (n.Size + 511) / 512
+	}
+	return a
+}
+
+// chunk returns the committed chunk of block idx.
+func (n *inode) chunk(idx uint64) (snapshot.BlobRef, bool) {
+	i, ok := slices.BinarySearchFunc(n.Chunks, idx, func(c snapshot.Chunk, t uint64) int { return cmpU64(c.Index, t) })
+	if !ok {
+		return snapshot.BlobRef{}, false
+	}
+	return n.Chunks[i].Ref, true
+}
+
+// setChunk records ref as the committed chunk of block idx.
+func (n *inode) setChunk(idx uint64, ref snapshot.BlobRef) {
+	i, ok := slices.BinarySearchFunc(n.Chunks, idx, func(c snapshot.Chunk, t uint64) int { return cmpU64(c.Index, t) })
+	if ok {
+		n.Chunks[i].Ref = ref
+		return
+	}
+	n.Chunks = slices.Insert(n.Chunks, i, snapshot.Chunk{Index: idx, Ref: ref})
+}
+
+// dropChunksFrom removes committed chunks and dirty marks of blocks >= idx.
+func (n *inode) dropChunksFrom(idx uint64) {
+	i, _ := slices.BinarySearchFunc(n.Chunks, idx, func(c snapshot.Chunk, t uint64) int { return cmpU64(c.Index, t) })
+	n.Chunks = n.Chunks[:i]
+	j, _ := slices.BinarySearch(n.Dirty, idx)
+	n.Dirty = n.Dirty[:j]
+}
+
+func (n *inode) isDirty(idx uint64) bool {
+	_, ok := slices.BinarySearch(n.Dirty, idx)
+	return ok
+}
+
+func (n *inode) addDirty(idx uint64) {
+	i, ok := slices.BinarySearch(n.Dirty, idx)
+	if !ok {
+		n.Dirty = slices.Insert(n.Dirty, i, idx)
+	}
+}
+
+func (n *inode) removeDirty(idx uint64) {
+	if i, ok := slices.BinarySearch(n.Dirty, idx); ok {
+		n.Dirty = slices.Delete(n.Dirty, i, i+1)
+	}
+}
+
+func (n *inode) xattr(name string) ([]byte, bool) {
+	i, ok := slices.BinarySearchFunc(n.Xattrs, name, func(x snapshot.Xattr, t string) int { return cmpStr(x.Name, t) })
+	if !ok {
+		return nil, false
+	}
+	return n.Xattrs[i].Value, true
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func cmpStr(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// entry converts a record into a tree entry (without name, tree or chunks
+// for directories and files; the checkpointer fills those).
+func (n *inode) entry(name string) snapshot.Entry {
+	e := snapshot.Entry{
+		Name: name, Type: n.Type, Mode: n.Mode, Uid: n.Uid, Gid: n.Gid, Size: n.Size,
+		Atime: n.Atime, Mtime: n.Mtime, Ctime: n.Ctime, Nlink: n.Nlink, Rdev: n.Rdev,
+		Target: n.Target, Xattrs: n.Xattrs, LinkID: n.LinkID,
+	}
+	switch n.Type {
+	case snapshot.TypeFile:
+	case snapshot.TypeSymlink:
+		e.Size = uint64(len(n.Target))
+	default:
+		e.Size = 0
+	}
+	return e
+}
+
+// inodeFromEntry builds the record of a tree entry loaded into directory
+// parent.
+func inodeFromEntry(ino, parent uint64, e *snapshot.Entry) *inode {
+	n := &inode{
+		Ino: ino, Type: e.Type, Mode: e.Mode, Uid: e.Uid, Gid: e.Gid, Size: e.Size,
+		Atime: e.Atime, Mtime: e.Mtime, Ctime: e.Ctime, Nlink: e.Nlink, Rdev: e.Rdev,
+		Target: e.Target, Xattrs: e.Xattrs, Parent: parent, LinkID: e.LinkID,
+	}
+	switch e.Type {
+	case snapshot.TypeDir:
+		n.Tree, n.SubFiles, n.SubBytes = e.Tree, e.SubFiles, e.SubBytes
+		n.LinkID = 0
+	case snapshot.TypeFile:
+		n.Chunks = e.Chunks
+	}
+	if n.LinkID != 0 {
+		n.Parent = 0
+	}
+	return n
+}

@@ -1,0 +1,89 @@
+package cache
+
+import (
+	"context"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/agentfs/agentfs/snapshot"
+)
+
+// Status describes a volume's state, for `agentfs status`.
+type Status struct {
+	URL      string `json:"url"`
+	VolumeID string `json:"volume_id"`
+	Branch   string `json:"branch"`
+	// DivergedFrom names the branch this volume was mounted on when a lost
+	// commit race moved its changes to Branch.
+	DivergedFrom string `json:"diverged_from,omitempty"`
+	ReadOnly     bool   `json:"read_only"`
+	// HeadSeq is the last commit this volume wrote or loaded.
+	HeadSeq uint64 `json:"head_seq"`
+	// DirtyDirs counts directories whose trees wait to be rewritten,
+	// DirtyFiles files with blocks waiting to upload, DirtyBytes an upper
+	// bound of those blocks' bytes.
+	DirtyDirs  int   `json:"dirty_dirs"`
+	DirtyFiles int   `json:"dirty_files"`
+	DirtyBytes int64 `json:"dirty_bytes"`
+	// CacheBytes is the size of clean cached chunks; CacheLimit its bound.
+	CacheBytes int64 `json:"cache_bytes"`
+	CacheLimit int64 `json:"cache_limit"`
+	OpenFiles  int   `json:"open_files"`
+	// Last checkpoint.
+	LastCheckpoint    time.Time     `json:"last_checkpoint,omitempty"`
+	LastCheckpointDur time.Duration `json:"last_checkpoint_ns"`
+	LastError         string        `json:"last_error,omitempty"`
+	LastPuts          int64         `json:"last_puts"`
+	LastUploadBytes   int64         `json:"last_upload_bytes"`
+	Commits           int64         `json:"commits"`
+	// Lease is this writer's lease holder, and LeaseError the last renewal
+	// failure.
+	Lease      *snapshot.Holder `json:"lease,omitempty"`
+	LeaseError string           `json:"lease_error,omitempty"`
+	CacheDir   string           `json:"cache_dir"`
+}
+
+// Status returns the volume's current state.
+func (v *Volume) Status(ctx context.Context) (Status, error) {
+	st := v.getState()
+	s := Status{
+		URL: v.repo.URL(), VolumeID: st.VolumeID, Branch: st.Branch, DivergedFrom: st.DivergedFrom,
+		ReadOnly: v.opts.ReadOnly, HeadSeq: st.Seq, CacheLimit: v.opts.CacheSize, CacheDir: v.opts.CacheDir,
+	}
+	if v.blocks != nil {
+		s.CacheBytes = v.blocks.used()
+	}
+	v.stateMu.Lock()
+	s.LastCheckpoint, s.LastCheckpointDur, s.LastError = v.cp.last, v.cp.lastDur, v.cp.lastErr
+	s.LastPuts, s.LastUploadBytes, s.Commits, s.LeaseError = v.cp.lastPuts, v.cp.lastBytes, v.cp.commits, v.cp.leaseErr
+	v.stateMu.Unlock()
+	if v.lease != nil {
+		h := v.lease.Holder()
+		s.Lease = &h
+	}
+	v.nodesMu.Lock()
+	s.OpenFiles = len(v.nodes)
+	v.nodesMu.Unlock()
+	err := v.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pTreeMark}, PrefetchValues: false})
+		for it.Rewind(); it.Valid(); it.Next() {
+			s.DirtyDirs++
+		}
+		it.Close()
+		it = txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pDirtyF}, PrefetchValues: false})
+		var files []uint64
+		for it.Rewind(); it.Valid(); it.Next() {
+			files = append(files, u64(it.Item().Key()[1:]))
+		}
+		it.Close()
+		s.DirtyFiles = len(files)
+		for _, ino := range files {
+			if r, err := readInode(txn, ino); err == nil {
+				s.DirtyBytes += int64(len(r.Dirty)) * int64(v.chunkSize)
+			}
+		}
+		return nil
+	})
+	return s, err
+}
