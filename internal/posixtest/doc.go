@@ -22,6 +22,24 @@
 //     counts and hard-link groups per path, and a readable difference of two
 //     such walks.
 //
+// A mount test runs it like this (the variant supplies the mount):
+//
+//	func TestPOSIX(t *testing.T) {
+//		mnt := mountForTest(t)
+//		posixtest.Run(t, mnt, posixtest.Options{Exclude: map[string]string{
+//			"Atime": "reads do not update atime (see fs/README)",
+//		}})
+//	}
+//
+// and compares whole trees like this:
+//
+//	before, err := posixtest.ManifestOf(hostDir, posixtest.ManifestOptions{})
+//	// ... work in the mount ...
+//	after, err := posixtest.ManifestOf(hostDir, posixtest.ManifestOptions{})
+//	if d := posixtest.Diff(before, after, posixtest.IgnoreAtime); len(d) > 0 {
+//		t.Errorf("host directory changed:\n%s", strings.Join(d, "\n"))
+//	}
+//
 // Some checks (fcntl locks, permission checks as another uid) run part of
 // their work in a child process: the test binary re-executes itself with an
 // environment variable that this package's init function recognises. Any

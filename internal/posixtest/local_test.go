@@ -64,3 +64,23 @@ func TestPopulateRefusesExisting(t *testing.T) {
 		t.Errorf("Populate over an existing tree succeeded")
 	}
 }
+
+// TestRegistry: every listed check exists, and the root-only list names
+// real checks.
+func TestRegistry(t *testing.T) {
+	for name, fn := range Checks {
+		if fn == nil {
+			t.Errorf("check %q has no function", name)
+		}
+	}
+	for name, fn := range ReadOnlyChecks {
+		if fn == nil {
+			t.Errorf("read-only check %q has no function", name)
+		}
+	}
+	for _, name := range RootChecks {
+		if _, ok := Checks[name]; !ok {
+			t.Errorf("RootChecks names %q, which is not a check", name)
+		}
+	}
+}
