@@ -1,0 +1,220 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// drainGrace bounds how long the local backend waits for the output pipes
+// to close once the process tree is killed: only a process that escaped the
+// sweep can still hold them.
+const drainGrace = 2 * time.Second
+
+// NewLocal returns a backend that runs commands as processes on this host,
+// as the controller's own user, with the working directory inside dir
+// (which must exist). File operations create files as that same user. The
+// local backend is no sandbox: a command can reach anything the controller
+// can; only paths given to the backend itself are confined.
+func NewLocal(dir string, opts Options) (*Backend, error) {
+	return newBackend("local", dir, opts, func(hostRoot string) (driver, error) {
+		return &localDriver{hostRoot: hostRoot, baseEnv: mergeEnv(os.Environ(), opts.Env)}, nil
+	})
+}
+
+type localDriver struct {
+	hostRoot string
+	baseEnv  []string
+}
+
+func (d *localDriver) workdir(rel string) string {
+	return filepath.Join(d.hostRoot, filepath.FromSlash(rel))
+}
+
+func (d *localDriver) close(context.Context) error { return nil }
+
+func (d *localDriver) start(_ context.Context, spec *procSpec) (proc, error) {
+	env := mergeEnv(d.baseEnv, spec.env, map[string]string{envTag: spec.tag})
+	dir := d.workdir(spec.dir)
+	prog, err := lookPath(spec.argv[0], env, dir)
+	if err != nil {
+		return notStarted(spec, err), nil
+	}
+	cmd := osexec.Command(prog, spec.argv[1:]...)
+	cmd.Args[0] = spec.argv[0]
+	cmd.Dir = dir
+	cmd.Env = env
+	// A session of its own: the command and every descendant that does
+	// not call setsid itself share the session id = the command's pid.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("exec: stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(outR, outW)
+		return nil, fmt.Errorf("exec: stderr pipe: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+
+	var stdinW *os.File
+	switch in := spec.stdin.(type) {
+	case nil:
+	case *os.File:
+		cmd.Stdin = in
+	default:
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(outR, outW, errR, errW)
+			return nil, fmt.Errorf("exec: stdin pipe: %w", err)
+		}
+		cmd.Stdin, stdinW = r, w
+	}
+
+	if err := cmd.Start(); err != nil {
+		closeAll(outR, outW, errR, errW, stdinW)
+		if f, ok := cmd.Stdin.(*os.File); ok && stdinW != nil {
+			_ = f.Close()
+		}
+		if errors.Is(err, osexec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) ||
+			errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) {
+			return notStarted(spec, err), nil
+		}
+		return nil, fmt.Errorf("exec %s: %w", spec.argv[0], err)
+	}
+	// The child has its copies; ours would keep the pipes open forever.
+	closeAll(outW, errW)
+	if stdinW != nil {
+		_ = cmd.Stdin.(*os.File).Close()
+	}
+
+	p := &localProc{cmd: cmd, tag: spec.tag, outR: outR, errR: errR, stdinW: stdinW, drained: make(chan struct{})}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _, _ = io.Copy(spec.stdout, outR) }()
+	go func() { defer wg.Done(); _, _ = io.Copy(spec.stderr, errR) }()
+	go func() { wg.Wait(); close(p.drained) }()
+	if stdinW != nil {
+		go func() {
+			_, _ = io.Copy(stdinW, spec.stdin)
+			_ = stdinW.Close()
+		}()
+	}
+	return p, nil
+}
+
+// lookPath finds prog as the command's own shell would: a name with a
+// slash is taken relative to dir, any other is searched in the PATH of the
+// command's environment (not the controller's).
+func lookPath(prog string, env []string, dir string) (string, error) {
+	if strings.Contains(prog, "/") {
+		if !filepath.IsAbs(prog) {
+			prog = filepath.Join(dir, prog)
+		}
+		return prog, nil
+	}
+	pathVar := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathVar = v
+		}
+	}
+	for _, d := range filepath.SplitList(pathVar) {
+		if d == "" {
+			d = "."
+		}
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(dir, d)
+		}
+		cand := filepath.Join(d, prog)
+		fi, err := os.Stat(cand)
+		if err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return cand, nil
+		}
+	}
+	return "", fmt.Errorf("%w: not found in PATH", osexec.ErrNotFound)
+}
+
+func closeAll(fs ...*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+}
+
+// localProc is a command running on the host.
+type localProc struct {
+	cmd        *osexec.Cmd
+	tag        string
+	outR, errR *os.File
+	stdinW     *os.File      // nil unless stdin is copied by a goroutine
+	drained    chan struct{} // closed when both output pipes hit EOF
+}
+
+func (p *localProc) kill(ctx context.Context) error {
+	return sweepHost(ctx, []int{p.cmd.Process.Pid}, p.tag)
+}
+
+func (p *localProc) wait() (int, error) {
+	werr := p.cmd.Wait()
+	code := 0
+	if st, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+		switch {
+		case st.Signaled():
+			code = 128 + int(st.Signal())
+		default:
+			code = st.ExitStatus()
+		}
+	} else if werr != nil {
+		return -1, fmt.Errorf("waiting for %s: %w", p.cmd.Path, werr)
+	}
+	// The main process is gone: whatever it left running goes too.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	serr := sweepHost(ctx, []int{p.cmd.Process.Pid}, p.tag)
+	if p.stdinW != nil {
+		_ = p.stdinW.Close()
+	}
+	var derr error
+	select {
+	case <-p.drained:
+	case <-time.After(drainGrace):
+		derr = errors.New("output pipes still held open by a process that escaped the kill (it left the session and cleared AGENTFS_EXEC_ID); its output is dropped")
+		closeAll(p.outR, p.errR)
+		<-p.drained
+	}
+	closeAll(p.outR, p.errR)
+	if serr != nil {
+		serr = fmt.Errorf("killing what the command left running: %w", serr)
+	}
+	return code, errors.Join(serr, derr)
+}
+
+// notStarted is a command whose program could not be found or executed:
+// it "exits" at once with 127 (not found) or 126 (not executable), the
+// codes a shell uses, with the reason on stderr.
+func notStarted(spec *procSpec, err error) proc {
+	code := 127
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) {
+		code = 126
+	}
+	_, _ = fmt.Fprintf(spec.stderr, "agentfs: %s: %v\n", spec.argv[0], err)
+	return exited(code)
+}
+
+type exited int
+
+func (e exited) wait() (int, error)         { return int(e), nil }
+func (e exited) kill(context.Context) error { return nil }

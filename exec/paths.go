@@ -1,0 +1,125 @@
+package exec
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+)
+
+// maxSymlinkHops bounds symlink resolution, as the kernel's ELOOP does.
+const maxSymlinkHops = 40
+
+// resolve turns a caller's path (relative to this backend's scope) into a
+// clean, slash-separated path relative to the top workspace root, with every
+// symlink in its directories resolved, and the last component too when
+// follow is set. It refuses, with a *PathError, absolute paths, "~" paths,
+// ".." climbing above the scope, absolute symlinks, and relative symlinks
+// that climb above the scope. Missing components are taken lexically (a
+// Write creates them), which cannot leave the scope either.
+//
+// resolve is a check with a clear error, not the security boundary: every
+// operation then goes through os.Root, which refuses escapes even when the
+// tree changes between the check and the use.
+func (b *Backend) resolve(op, p string, follow bool) (string, error) {
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", fmt.Errorf("%s %q: %w: path contains a NUL byte", op, p, ErrInvalid)
+	}
+	if strings.HasPrefix(p, "/") {
+		return "", &PathError{Op: op, Path: p, Reason: "absolute path"}
+	}
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		return "", &PathError{Op: op, Path: p, Reason: "home-relative path"}
+	}
+	var stack []string
+	if b.prefix != "" {
+		stack = strings.Split(b.prefix, "/")
+	}
+	bound := len(stack)
+	queue := splitPath(p)
+	hops := 0
+	for len(queue) > 0 {
+		c := queue[0]
+		queue = queue[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(stack) == bound {
+				return "", &PathError{Op: op, Path: p, Reason: `".." climbs out of the root`}
+			}
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		cand := path.Join(append(append([]string{}, stack...), c)...)
+		if len(queue) == 0 && !follow {
+			stack = append(stack, c)
+			continue
+		}
+		fi, err := b.s.root.Lstat(cand)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			// Missing, not a symlink, or unreadable: take it as it is and
+			// let the operation itself report what is wrong.
+			stack = append(stack, c)
+			continue
+		}
+		hops++
+		if hops > maxSymlinkHops {
+			return "", fmt.Errorf("%s %q: %w: too many levels of symbolic links", op, p, ErrInvalid)
+		}
+		target, err := b.s.root.Readlink(cand)
+		if err != nil {
+			return "", fmt.Errorf("%s %q: %w", op, p, err)
+		}
+		if strings.HasPrefix(target, "/") {
+			return "", &PathError{Op: op, Path: p, Reason: fmt.Sprintf("symlink %s -> %s is absolute", b.display(cand), target)}
+		}
+		// A relative target is relative to the link's directory, which is
+		// the current stack: resolve its components before the rest.
+		queue = append(splitPath(target), queue...)
+		// The link's own ".." must not climb above the scope either; that
+		// is checked as the components are consumed.
+	}
+	if len(stack) == 0 {
+		return ".", nil
+	}
+	return path.Join(stack...), nil
+}
+
+// splitPath splits a slash-separated path into its components.
+func splitPath(p string) []string {
+	if p == "" {
+		return nil
+	}
+	return strings.Split(p, "/")
+}
+
+// display turns a root-relative path back into one relative to this
+// backend's scope, for error messages and results.
+func (b *Backend) display(rel string) string {
+	if b.prefix == "" {
+		return rel
+	}
+	if rel == b.prefix {
+		return "."
+	}
+	if r, ok := strings.CutPrefix(rel, b.prefix+"/"); ok {
+		return r
+	}
+	return rel
+}
+
+// errPathOp rewrites the path inside an *fs.PathError returned by os.Root so
+// that it names the caller's path, and keeps it wrapped for errors.Is
+// (fs.ErrNotExist and friends).
+func (b *Backend) errPathOp(op, p string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s %q: %w", op, p, pe.Err)
+	}
+	return fmt.Errorf("%s %q: %w", op, p, err)
+}
