@@ -26,6 +26,7 @@ func checkChmod(t *testing.T, dir string) {
 			t.Errorf("chmod %#o: mode %#o", m, got)
 		}
 	}
+	ok(t, "chmod", unix.Chmod(f, 0o644)) // readable again, also without root
 	fd := open(t, f, unix.O_RDONLY, 0)
 	defer closeQuietly(&fd)
 	ok(t, "fchmod", unix.Fchmod(fd, 0o640))
