@@ -22,14 +22,18 @@ func testStoreURL(t testing.TB) string {
 }
 
 // initVolume creates a volume with an empty main branch at url.
-func initVolume(t testing.TB, url string) {
+func initVolume(t testing.TB, url string, cfgs ...func(*snapshot.Config)) {
 	t.Helper()
 	ctx := context.Background()
 	s, err := blobstore.Open(ctx, url, blobstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := snapshot.Init(ctx, s, snapshot.NewConfig(time.Now()))
+	cfg := snapshot.NewConfig(time.Now())
+	for _, f := range cfgs {
+		f(&cfg)
+	}
+	r, err := snapshot.Init(ctx, s, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
