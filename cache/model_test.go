@@ -336,6 +336,9 @@ func TestModel(t *testing.T) {
 				expectErr(rt, "mkdir", err, nil)
 				nd := newMDir()
 				nd.mode = 0o750
+				if d.mode&ModeSetgid != 0 {
+					nd.mode |= ModeSetgid // inherited, as on ext4
+				}
 				d.kids[name] = nd
 			},
 			"symlink": func(rt *rapid.T) {
