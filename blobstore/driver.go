@@ -12,9 +12,10 @@ type Attrs struct {
 	Size int64
 	// ModTime is the time the object was last written, as the provider reports it.
 	ModTime time.Time
-	// Version is an opaque token that changes whenever the object is
-	// rewritten (ETag, generation, or mtime+size for file stores). It may be
-	// empty only if the provider offers nothing better.
+	// Version is an opaque, non-empty token that changes whenever the
+	// object is rewritten with different bytes (S3 ETag, GCS generation,
+	// mtime+size or ETag for file and mem stores). Rewriting identical bytes
+	// may keep it (an S3 ETag is a content hash).
 	Version string
 }
 

@@ -174,6 +174,10 @@ func (d *gocloudDriver) Delete(ctx context.Context, key string) error {
 }
 
 func (d *gocloudDriver) Classify(err error) Kind {
+	if errors.Is(err, syscall.ENOTDIR) {
+		// file://: a key below an object ("a/b" when "a" is a file).
+		return KindNotFound
+	}
 	switch gcerrors.Code(err) {
 	case gcerrors.NotFound:
 		return KindNotFound

@@ -31,37 +31,100 @@ func Schemes() []string {
 // Open returns a Store for a URL:
 //
 //	file:///abs/path            a directory on the local disk (created if missing)
-//	mem://[name]                a process-local in-memory store (for tests)
-//	s3://bucket[/prefix]?endpoint=URL&region=R&path_style=true
+//	mem://[name][/prefix]       a process-local in-memory store (for tests);
+//	                            stores opened with the same name share objects
+//	s3://[KEY:SECRET@]bucket[/prefix][?endpoint=URL&region=R&path_style=true&profile=P]
 //	gs://bucket[/prefix]
 //
-// A malformed URL, an unknown scheme, a missing bucket or missing credentials
-// is an error that names the URL and says what to do.
+// The path of the URL becomes a key prefix: the Store sees only the keys
+// under it. s3:// uses the standard AWS credential chain (environment,
+// shared config and credentials files or profile=P, web identity, container
+// and instance roles) unless the URL carries static credentials as
+// KEY:SECRET userinfo (for MinIO and tests; they never appear in URL() or
+// in errors). gs:// uses Application Default Credentials, or the emulator
+// without authentication when STORAGE_EMULATOR_HOST is set. Open checks
+// that the bucket exists and that credentials were found.
+//
+// A malformed URL, an unknown scheme, a missing bucket or missing
+// credentials is a KindPermanent *Error that names the URL (without
+// credentials) and says what to do.
 func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
+	u, drv, prefix, err := openDriver(ctx, rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if opts.WrapDriver != nil {
+		drv = opts.WrapDriver(drv)
+	}
+	if prefix == "" {
+		return New(storeURL(u), drv, opts), nil
+	}
+	// The prefix comes from the URL's path: Sub puts it back into URL().
+	base := *u
+	base.Path = ""
+	s := New(storeURL(&base), drv, opts)
+	{
+		sub := s.Sub(prefix)
+		sub.owner = true
+		return sub, nil
+	}
+}
+
+// OpenDriver builds the driver for a URL, as Open does, without the Store
+// around it. It returns the key prefix the URL's path selects (no leading or
+// trailing '/'; "" for none), which the caller applies with Store.Sub. The
+// caller owns the driver and must Close it. Errors are those of Open.
+//
+// It is meant for composing stores in tests, e.g. a retrying Store over a
+// fault-injecting driver:
+//
+//	drv, prefix, err := blobstore.OpenDriver(ctx, url)
+//	s := blobstore.New(url, faulty.New(drv, faulty.Options{...}), opts).Sub(prefix)
+//
+// Options.WrapDriver does the same through Open in one call.
+func OpenDriver(ctx context.Context, rawURL string) (drv Driver, prefix string, err error) {
+	_, drv, prefix, err = openDriver(ctx, rawURL)
+	return drv, prefix, err
+}
+
+// DisplayURL returns rawURL without credentials or query, as Store.URL shows
+// it; a URL that does not parse is returned with any userinfo removed.
+func DisplayURL(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, &Error{Op: "open", URL: redact(rawURL), Kind: KindPermanent, Err: fmt.Errorf("not a valid URL: %w", err)}
+		return redact(rawURL)
+	}
+	return storeURL(u)
+}
+
+func openDriver(ctx context.Context, rawURL string) (*url.URL, Driver, string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, nil, "", &Error{Op: "open", URL: redact(rawURL), Kind: KindPermanent,
+			Err: fmt.Errorf("not a valid URL: %w (expected file:///abs/path, mem://, s3://bucket/prefix or gs://bucket/prefix)", errors.Unwrap(err))}
+	}
+	if u.Scheme == "" {
+		return nil, nil, "", &Error{Op: "open", URL: redactURL(u), Kind: KindPermanent,
+			Err: fmt.Errorf("not a store URL: no scheme; use one of %s", strings.Join(Schemes(), "://, ")+"://")}
 	}
 	o, ok := openers[u.Scheme]
 	if !ok {
-		return nil, &Error{Op: "open", URL: redactURL(u), Kind: KindPermanent,
+		return nil, nil, "", &Error{Op: "open", URL: redactURL(u), Kind: KindPermanent,
 			Err: fmt.Errorf("unknown scheme %q: use one of %s", u.Scheme, strings.Join(Schemes(), "://, ")+"://")}
 	}
 	drv, prefix, err := o(ctx, u)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
-			return nil, err
+			return nil, nil, "", err
 		}
-		return nil, &Error{Op: "open", URL: redactURL(u), Kind: KindPermanent, Err: err}
+		kind := KindPermanent
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			kind = KindCanceled
+		}
+		return nil, nil, "", &Error{Op: "open", URL: storeURL(u), Kind: kind, Err: err}
 	}
-	s := New(storeURL(u), drv, opts)
-	if prefix != "" {
-		sub := s.Sub(prefix)
-		sub.owner = true
-		return sub, nil
-	}
-	return s, nil
+	return u, drv, prefix, nil
 }
 
 // storeURL is the display form of u: scheme, host and path, no query or

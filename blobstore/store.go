@@ -30,6 +30,11 @@ type Options struct {
 	MaxConcurrency int
 	// Metrics receives the counters; nil means a new, private Metrics.
 	Metrics *Metrics
+	// WrapDriver, when set, is applied by Open to the driver it builds
+	// before the Store is assembled around it: the retries, limit and
+	// metrics of the Store then see the wrapped driver. Tests use it to
+	// inject faults (see package blobstore/faulty). New ignores it.
+	WrapDriver func(Driver) Driver
 	// sleep waits between retries; tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
 }
@@ -130,14 +135,22 @@ func (s *Store) fail(op, key string, kind Kind, err error) error {
 	return &Error{Op: op, URL: s.url, Key: key, Kind: kind, Err: err}
 }
 
-// wrap classifies a driver error.
-func (s *Store) wrap(op, key string, err error) error {
+// wrap classifies a driver error. When ctx is done the error is a
+// KindCanceled error that matches ctx.Err() with errors.Is, whatever the
+// provider made of the cancellation (a closed connection, a reset stream).
+func (s *Store) wrap(ctx context.Context, op, key string, err error) error {
 	if err == nil {
 		return nil
 	}
 	var e *Error
 	if errors.As(err, &e) {
 		return err
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		if !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
+		return s.fail(op, key, KindCanceled, err)
 	}
 	kind := s.drv.Classify(err)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -180,6 +193,11 @@ func (s *Store) backoff(attempt int) time.Duration {
 // returns the number of payload bytes moved and a wrapped error. The
 // retried flag passed to fn is true on every attempt after the first.
 func (s *Store) do(ctx context.Context, op Op, opName, key string, fn func(ctx context.Context, retried bool) (int64, error)) error {
+	return s.doN(ctx, op, opName, key, s.retry.MaxAttempts, fn)
+}
+
+// doN is do with an explicit bound on the attempts.
+func (s *Store) doN(ctx context.Context, op Op, opName, key string, maxAttempts int, fn func(ctx context.Context, retried bool) (int64, error)) error {
 	start := time.Now()
 	var n int64
 	var err error
@@ -195,7 +213,7 @@ func (s *Store) do(ctx context.Context, op Op, opName, key string, fn func(ctx c
 		s.m.attempt(op)
 		n, err = fn(ctx, attempt > 0)
 		s.release()
-		if err == nil || KindOf(err) != KindTransient || attempt+1 >= s.retry.MaxAttempts {
+		if err == nil || KindOf(err) != KindTransient || attempt+1 >= maxAttempts {
 			break
 		}
 		if serr := s.sleep(ctx, s.backoff(attempt)); serr != nil {
@@ -234,23 +252,23 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 		if length == 0 {
 			// Still check that the object exists.
 			if _, err := s.drv.Stat(ctx, s.prefix+key); err != nil {
-				return 0, s.wrap("get", key, err)
+				return 0, s.wrap(ctx, "get", key, err)
 			}
 			out = []byte{}
 			return 0, nil
 		}
 		r, err := s.drv.NewRangeReader(ctx, s.prefix+key, offset, length)
 		if err != nil {
-			return 0, s.wrap("get", key, err)
+			return 0, s.wrap(ctx, "get", key, err)
 		}
 		defer r.Close()
 		var buf bytes.Buffer
 		if length > 0 && length < 64<<20 {
 			buf.Grow(int(length))
 		}
-		nr, err := buf.ReadFrom(r)
+		nr, err := buf.ReadFrom(&countingReader{ctx: ctx, r: r})
 		if err != nil {
-			return nr, s.wrap("get", key, err)
+			return nr, s.wrap(ctx, "get", key, err)
 		}
 		out = buf.Bytes()
 		return nr, nil
@@ -269,11 +287,14 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 	if err := s.check("get", key); err != nil {
 		return nil, err
 	}
+	if offset < 0 {
+		return nil, s.fail("get", key, KindPermanent, fmt.Errorf("negative offset %d", offset))
+	}
 	var rc io.ReadCloser
 	err := s.do(ctx, OpGet, "get", key, func(ctx context.Context, _ bool) (int64, error) {
 		r, err := s.drv.NewRangeReader(ctx, s.prefix+key, offset, length)
 		if err != nil {
-			return 0, s.wrap("get", key, err)
+			return 0, s.wrap(ctx, "get", key, err)
 		}
 		rc = r
 		return 0, nil
@@ -286,11 +307,12 @@ func (s *Store) NewRangeReader(ctx context.Context, key string, offset, length i
 		rc.Close()
 		return nil, s.fail("get", key, KindCanceled, err)
 	}
-	return &storeReader{s: s, key: key, r: rc}, nil
+	return &storeReader{s: s, ctx: ctx, key: key, r: rc}, nil
 }
 
 type storeReader struct {
 	s      *Store
+	ctx    context.Context
 	key    string
 	r      io.ReadCloser
 	n      int64
@@ -298,10 +320,13 @@ type storeReader struct {
 }
 
 func (r *storeReader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, r.s.fail("get", r.key, KindCanceled, err)
+	}
 	n, err := r.r.Read(p)
 	r.n += int64(n)
-	if err != nil && err != io.EOF {
-		err = r.s.wrap("get", r.key, err)
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = r.s.wrap(r.ctx, "get", r.key, err)
 	}
 	return n, err
 }
@@ -344,7 +369,7 @@ func (s *Store) put(ctx context.Context, op Op, opName, key string, r io.Reader,
 	if err := s.check(opName, key); err != nil {
 		return err
 	}
-	seeker, canRewind := r.(io.Seeker)
+	seeker, canRewind := r.(io.ReadSeeker)
 	var start int64
 	if canRewind {
 		p, err := seeker.Seek(0, io.SeekCurrent)
@@ -353,24 +378,36 @@ func (s *Store) put(ctx context.Context, op Op, opName, key string, r io.Reader,
 		}
 		start = p
 	}
+	attempts := s.retry.MaxAttempts
+	if !canRewind {
+		// The bytes already sent cannot be sent again: the first error,
+		// transient or not, is the answer.
+		attempts = 1
+	}
+	// prevTransient is true when the previous attempt failed transiently:
+	// it may have written the object without our hearing of it.
 	var prevTransient bool
-	return s.do(ctx, op, opName, key, func(ctx context.Context, retried bool) (int64, error) {
+	return s.doN(ctx, op, opName, key, attempts, func(ctx context.Context, retried bool) (int64, error) {
 		if retried {
-			if !canRewind {
-				return 0, s.fail(opName, key, KindPermanent, errors.New("cannot retry a put from a reader that cannot seek"))
-			}
 			if _, err := seeker.Seek(start, io.SeekStart); err != nil {
 				return 0, s.fail(opName, key, KindPermanent, fmt.Errorf("rewind for retry: %w", err))
 			}
 		}
-		cr := &countingReader{r: r}
+		cr := &countingReader{ctx: ctx, r: r}
 		err := s.drv.Put(ctx, s.prefix+key, cr, size, PutOptions{IfAbsent: ifAbsent})
 		if err == nil {
 			return cr.n, nil
 		}
-		werr := s.wrap(opName, key, err)
-		if ifAbsent && prevTransient && KindOf(werr) == KindExists && canRewind {
-			if same, cerr := s.sameContent(ctx, key, seeker, start); cerr == nil && same {
+		werr := s.wrap(ctx, opName, key, err)
+		if ifAbsent && prevTransient && KindOf(werr) == KindExists {
+			// Did our earlier attempt win? Compare the stored bytes with
+			// ours. A failure to read them is itself retried, so the
+			// question is asked again rather than answered wrongly.
+			same, cerr := s.sameContent(ctx, key, seeker, start)
+			if cerr != nil {
+				return cr.n, s.wrap(ctx, opName, key, cerr)
+			}
+			if same {
 				return cr.n, nil
 			}
 		}
@@ -380,12 +417,12 @@ func (s *Store) put(ctx context.Context, op Op, opName, key string, r io.Reader,
 }
 
 // sameContent reports whether the object at key holds exactly the bytes of
-// the seeker from start to its end.
-func (s *Store) sameContent(ctx context.Context, key string, sk io.Seeker, start int64) (bool, error) {
-	if _, err := sk.Seek(start, io.SeekStart); err != nil {
+// rs from start to its end.
+func (s *Store) sameContent(ctx context.Context, key string, rs io.ReadSeeker, start int64) (bool, error) {
+	if _, err := rs.Seek(start, io.SeekStart); err != nil {
 		return false, err
 	}
-	want, err := io.ReadAll(sk.(io.Reader))
+	want, err := io.ReadAll(rs)
 	if err != nil {
 		return false, err
 	}
@@ -401,12 +438,19 @@ func (s *Store) sameContent(ctx context.Context, key string, sk io.Seeker, start
 	return bytes.Equal(got, want), nil
 }
 
+// countingReader counts the bytes read through it and stops with ctx's
+// error once ctx is done, so that every driver's copy loop ends promptly
+// on cancellation, whether or not the provider's client watches ctx.
 type countingReader struct {
-	r io.Reader
-	n int64
+	ctx context.Context
+	r   io.Reader
+	n   int64
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	return n, err
@@ -421,7 +465,7 @@ func (s *Store) Stat(ctx context.Context, key string) (Attrs, error) {
 	err := s.do(ctx, OpStat, "stat", key, func(ctx context.Context, _ bool) (int64, error) {
 		var err error
 		a, err = s.drv.Stat(ctx, s.prefix+key)
-		return 0, s.wrap("stat", key, err)
+		return 0, s.wrap(ctx, "stat", key, err)
 	})
 	return a, err
 }
@@ -438,7 +482,7 @@ func (s *Store) List(ctx context.Context, prefix, token string, pageSize int) (L
 	err := s.do(ctx, OpList, "list", prefix, func(ctx context.Context, _ bool) (int64, error) {
 		var err error
 		p, err = s.drv.List(ctx, s.prefix+prefix, token, pageSize)
-		return 0, s.wrap("list", prefix, err)
+		return 0, s.wrap(ctx, "list", prefix, err)
 	})
 	if err != nil {
 		return ListPage{}, err
@@ -477,7 +521,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	return s.do(ctx, OpDelete, "delete", key, func(ctx context.Context, _ bool) (int64, error) {
-		err := s.wrap("delete", key, s.drv.Delete(ctx, s.prefix+key))
+		err := s.wrap(ctx, "delete", key, s.drv.Delete(ctx, s.prefix+key))
 		if errors.Is(err, ErrNotFound) {
 			return 0, nil
 		}
