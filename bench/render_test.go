@@ -242,3 +242,28 @@ func TestWriteTableReportsWriteErrors(t *testing.T) {
 type failWriter struct{}
 
 func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+func TestTruncateMiddle(t *testing.T) {
+	cases := []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"[2] /var/tmp/agentfs-bench/loopback (fuse.loopback)", 25, "[2] /var… (fuse.loopback)"},
+		{"abcdefghij", 4, "abcdefghij"},
+	}
+	for _, c := range cases {
+		if got := truncateMiddle(c.in, c.n); got != c.want || (len([]rune(c.in)) > c.n && c.n >= 5 && len([]rune(got)) != c.n) {
+			t.Errorf("truncateMiddle(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
+	long := barChart{Series: []string{strings.Repeat("x", 100), "b"}}
+	if got := long.legendPerRow(); got != 1 {
+		t.Errorf("legendPerRow with a 100-rune label = %d, want 1", got)
+	}
+	short := barChart{Series: []string{"a", "b"}}
+	if got := short.legendPerRow(); got != 4 {
+		t.Errorf("legendPerRow with short labels = %d, want 4", got)
+	}
+}

@@ -42,7 +42,8 @@ func writeSVG(w io.Writer, title, subtitle string, charts []barChart) error {
 	heights := make([]int, len(charts))
 	total := 50
 	for i, c := range charts {
-		heights[i] = chartH + legendRowH*((len(c.Series)+3)/4)
+		per := c.legendPerRow()
+		heights[i] = chartH + legendRowH*((len(c.Series)+per-1)/per)
 		total += heights[i] + chartGap
 	}
 	ew.printf(`<?xml version="1.0" encoding="UTF-8"?>`+"\n"+`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu Sans, Arial, sans-serif" font-size="%d">`+"\n",
@@ -112,13 +113,35 @@ func (c barChart) render(ew *errWriter) {
 		}
 	}
 	ew.printf(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#000000"/>`+"\n", marginL, bottom, chartW-marginR, bottom)
-	// Legend, four entries a row.
+	// Legend, as many entries a row as their labels allow.
+	per := c.legendPerRow()
+	slot := (chartW - marginL - marginR) / per
 	for s, name := range c.Series {
-		lx := marginL + (s%4)*((chartW-marginL-marginR)/4)
-		ly := chartH - 12 + (s/4)*legendRowH
+		lx := marginL + (s%per)*slot
+		ly := chartH - 12 + (s/per)*legendRowH
 		ew.printf(`<rect x="%d" y="%d" width="12" height="12" fill="%s"/>`+"\n", lx, ly-10, palette[s%len(palette)])
-		ew.printf(`<text x="%d" y="%d">%s</text>`+"\n", lx+18, ly, esc(truncate(name, 38)))
+		ew.printf(`<text x="%d" y="%d">%s</text>`+"\n", lx+18, ly, esc(truncateMiddle(name, (slot-26)/legendCharW)))
 	}
+}
+
+// legendCharW is the width of a legend character at svgFontSize, rounded
+// up, for fitting labels into their slots.
+const legendCharW = 7
+
+// legendPerRow returns how many legend entries fit in a row: four, or
+// fewer when the labels are long.
+func (c barChart) legendPerRow() int {
+	longest := 0
+	for _, s := range c.Series {
+		longest = max(longest, len([]rune(s)))
+	}
+	slot := chartW - marginL - marginR
+	for _, per := range []int{4, 3, 2} {
+		if (slot/per-26)/legendCharW >= longest {
+			return per
+		}
+	}
+	return 1
 }
 
 // bounds returns the y range: from 0 (linear) or the decade below the
@@ -193,6 +216,18 @@ func tickLabel(v float64) string {
 	default:
 		return strconv.FormatFloat(v, 'g', 3, 64)
 	}
+}
+
+// truncateMiddle shortens s to n runes by replacing its middle with an
+// ellipsis (the ends of a path tell targets apart).
+func truncateMiddle(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n || n < 5 {
+		return s
+	}
+	head := (n - 1) / 3
+	tail := n - 1 - head
+	return string(r[:head]) + "…" + string(r[len(r)-tail:])
 }
 
 func truncate(s string, n int) string {

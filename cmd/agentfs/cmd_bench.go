@@ -25,6 +25,7 @@ func newBenchCmd() *cobra.Command {
 		quick     bool
 		repeats   int
 		jsonOut   bool
+		jsonFile  string
 		svgFile   string
 		workloads string
 		cold      string
@@ -102,7 +103,7 @@ The exit status is 1 if any workload failed in any DIR (the report says why).`,
 			if rep == nil {
 				return runErr
 			}
-			if err := writeBenchOutputs(cmd, rep, jsonOut, svgFile); err != nil {
+			if err := writeBenchOutputs(cmd, rep, jsonOut, jsonFile, svgFile); err != nil {
 				return errors.Join(runErr, err)
 			}
 			return runErr
@@ -112,6 +113,7 @@ The exit status is 1 if any workload failed in any DIR (the report says why).`,
 	f.BoolVar(&quick, "quick", false, "small sizes and 1 repeat: a sub-minute smoke run (explicit flags still apply)")
 	f.IntVar(&repeats, "repeats", 3, "runs of every workload in every DIR")
 	f.BoolVar(&jsonOut, "json", false, "print the report as JSON instead of a table")
+	f.StringVar(&jsonFile, "json-out", "", "also write the JSON report to `FILE`")
 	f.StringVar(&svgFile, "svg", "", "also write a bar chart comparing the DIRs to `FILE` (SVG)")
 	f.StringVar(&workloads, "workloads", "", "comma-separated workloads to run (default all)")
 	f.StringVar(&cold, "cold", string(bench.ColdAuto), "how reads are made cold: auto, drop (root), fadvise or none")
@@ -160,7 +162,7 @@ func copyChangedParams(fs *pflag.FlagSet, dst *bench.Params, src bench.Params) {
 	})
 }
 
-func writeBenchOutputs(cmd *cobra.Command, rep *bench.Report, jsonOut bool, svgFile string) error {
+func writeBenchOutputs(cmd *cobra.Command, rep *bench.Report, jsonOut bool, jsonFile, svgFile string) error {
 	out := cmd.OutOrStdout()
 	var err error
 	if jsonOut {
@@ -170,6 +172,11 @@ func writeBenchOutputs(cmd *cobra.Command, rep *bench.Report, jsonOut bool, svgF
 	}
 	if err != nil {
 		return fmt.Errorf("write the report: %w", err)
+	}
+	if jsonFile != "" {
+		if err := writeFileWith(jsonFile, func(f *os.File) error { return bench.WriteJSON(f, rep) }); err != nil {
+			return err
+		}
 	}
 	if svgFile != "" {
 		if err := writeFileWith(svgFile, func(f *os.File) error { return bench.WriteSVG(f, rep) }); err != nil {

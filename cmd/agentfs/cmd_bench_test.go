@@ -76,7 +76,8 @@ func TestBenchQuickJSON(t *testing.T) {
 
 func TestBenchTableAndFlags(t *testing.T) {
 	a := t.TempDir()
-	out, stderr, err := runCLI(t, time.Minute, "bench", a, "--quick", "--workloads", "metadata,editloop",
+	jsonFile := filepath.Join(t.TempDir(), "r.json")
+	out, stderr, err := runCLI(t, time.Minute, "bench", a, "--quick", "--workloads", "metadata,editloop", "--json-out", jsonFile,
 		"--repeats", "2", "--meta-ops", "20", "--readdir-entries", "30", "--edit-files", "10", "--cold", "fadvise")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
@@ -88,6 +89,14 @@ func TestBenchTableAndFlags(t *testing.T) {
 	}
 	if strings.Contains(out, "bigfile") {
 		t.Errorf("--workloads ignored:\n%s", out)
+	}
+	data, err := os.ReadFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(data, &rep); err != nil || rep.Repeats != 2 || len(rep.Workloads) != 2 || rep.Params.MetaOps != 20 {
+		t.Errorf("--json-out wrote %d bytes: %v, repeats %d, %d workloads, meta ops %d", len(data), err, rep.Repeats, len(rep.Workloads), rep.Params.MetaOps)
 	}
 }
 
