@@ -101,6 +101,10 @@ type Request struct {
 	// are ignored. They are called from the backend's reader goroutines,
 	// never concurrently with each other.
 	Stdout, Stderr io.Writer
+	// DiscardOutput keeps no output in the Result (or a Job's Output):
+	// Stdout and Stderr still receive it, up to the cap, and Truncated
+	// still reports the cap. For streaming large outputs.
+	DiscardOutput bool
 }
 
 // display is the command as one line, for policies, logs and job lists.
@@ -406,7 +410,7 @@ func (b *Backend) launch(ctx context.Context, req *Request) (*run, error) {
 	b.s.running.Add(1)
 	b.s.mu.Unlock()
 
-	r := &run{b: b, timeout: timeout, out: newCapture(limit, req.Stdout, req.Stderr)}
+	r := &run{b: b, timeout: timeout, out: newCapture(limit, !req.DiscardOutput, req.Stdout, req.Stderr)}
 	scope := b.prefix
 	r.mark, err = b.s.opts.ChangeTracker.Begin(ctx, scope)
 	if err != nil {

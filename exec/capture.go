@@ -17,18 +17,19 @@ const (
 // running job's Output, and forwards what it keeps to live writers.
 type capture struct {
 	limit           int64     // < 0: no limit
+	keep            bool      // keep the output in the buffers
 	liveOut, liveEr io.Writer // may be nil
 
 	mu        sync.Mutex
-	kept      int64        // guarded by mu; == merged.Len()
+	kept      int64        // guarded by mu; bytes passed under the limit (== merged.Len() when keep)
 	truncated bool         // guarded by mu
 	stdout    bytes.Buffer // guarded by mu
 	stderr    bytes.Buffer // guarded by mu
 	merged    bytes.Buffer // guarded by mu
 }
 
-func newCapture(limit int64, liveOut, liveErr io.Writer) *capture {
-	return &capture{limit: limit, liveOut: liveOut, liveEr: liveErr}
+func newCapture(limit int64, keep bool, liveOut, liveErr io.Writer) *capture {
+	return &capture{limit: limit, keep: keep, liveOut: liveOut, liveEr: liveErr}
 }
 
 // stream returns a writer for one stream. Its Write never fails, so that a
@@ -63,13 +64,17 @@ func (c *capture) write(id streamID, p []byte) {
 		return
 	}
 	c.kept += int64(len(keep))
-	c.merged.Write(keep)
 	live := c.liveOut
-	if id == streamStdout {
-		c.stdout.Write(keep)
-	} else {
-		c.stderr.Write(keep)
+	if id == streamStderr {
 		live = c.liveEr
+	}
+	if c.keep {
+		c.merged.Write(keep)
+		if id == streamStdout {
+			c.stdout.Write(keep)
+		} else {
+			c.stderr.Write(keep)
+		}
 	}
 	if live != nil {
 		// Under mu, so live writers see the streams in the kept order.

@@ -169,7 +169,7 @@ func startDocker(ctx context.Context, hostRoot string, opts *DockerOptions) (_ *
 			return nil, fmt.Errorf("workspace %s: %w: cannot read its owner; give User", hostRoot, ErrInvalid)
 		}
 		if st.Uid == 0 {
-			return nil, fmt.Errorf("%w: workspace %s is owned by root; give a User (uid:gid), \"0:0\" to run as root, or chown the workspace", ErrRootUser, hostRoot)
+			return nil, fmt.Errorf("%w: workspace %s is owned by root; give a user (User \"uid:gid\", agentfs exec --user), \"0:0\" to run as root, or chown the workspace", ErrRootUser, hostRoot)
 		}
 		d.user = fmt.Sprintf("%d:%d", st.Uid, st.Gid)
 	}

@@ -4,10 +4,17 @@ import (
 	"context"
 	"errors"
 	"os"
+	osexec "os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
 
 	"github.com/agentfs/agentfs/internal/testenv"
 )
@@ -85,3 +92,184 @@ func dockerFixture() fixture {
 }
 
 func TestDocker(t *testing.T) { testBackend(t, dockerFixture()) }
+
+// dockerClient returns a client for inspecting what the backend did.
+func dockerClient(t *testing.T) *client.Client {
+	t.Helper()
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	if _, err := cli.Ping(testCtx(t)); err != nil {
+		testenv.Missing(t, "docker engine (bash scripts/setup-docker.sh)", err)
+	}
+	return cli
+}
+
+func TestDockerContainer(t *testing.T) {
+	cli := dockerClient(t)
+	ctx := testCtx(t)
+	dir := dockerWorkspace(t)
+	start := time.Now()
+	b := newDockerBackend(t, dir, DockerOptions{Memory: 256 << 20, CPUs: 1.5, Labels: map[string]string{"x.test": "yes"}})
+	t.Logf("docker backend start (container create + start): %v", time.Since(start))
+	id := b.ContainerID()
+	ins, err := cli.ContainerInspect(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := ins.Config.Labels
+	if l[LabelBackend] != "1" || l[LabelOwnerPID] != strconv.Itoa(os.Getpid()) || l[LabelWorkspace] != b.Root() || l["x.test"] != "yes" || l[LabelOwnerStart] == "" {
+		t.Errorf("labels %v", l)
+	}
+	hc := ins.HostConfig
+	if hc.NetworkMode != "none" || hc.Memory != 256<<20 || hc.NanoCPUs != 1.5e9 || hc.PidsLimit == nil || *hc.PidsLimit != DefaultPidsLimit ||
+		hc.Init == nil || !*hc.Init || len(hc.SecurityOpt) != 1 || hc.SecurityOpt[0] != "no-new-privileges" {
+		t.Errorf("host config: network %q memory %d cpus %d pids %v init %v secopt %v", hc.NetworkMode, hc.Memory, hc.NanoCPUs, hc.PidsLimit, hc.Init, hc.SecurityOpt)
+	}
+	if ins.Config.User != testUser || len(ins.Mounts) != 1 || ins.Mounts[0].Destination != ContainerWorkspace || ins.Mounts[0].Source != b.Root() {
+		t.Errorf("user %q mounts %+v", ins.Config.User, ins.Mounts)
+	}
+	if b.WorkDir() != ContainerWorkspace {
+		t.Errorf("WorkDir %q", b.WorkDir())
+	}
+	res := mustExec(t, b, sh("id -u; id -g; ls /sys/class/net; echo x > byexec"))
+	if string(res.Stdout) != "1000\n1000\nlo\n" {
+		t.Errorf("user and network inside: %q %q", res.Stdout, res.Stderr)
+	}
+	// Ownership: what commands and file operations create belongs to the
+	// container's user (the controller runs as root here).
+	if err := b.WriteFile(ctx, "w/by-fileop", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Mkdir(ctx, "made/deep", true); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"byexec", "w", "w/by-fileop", "made", "made/deep"} {
+		fi, err := os.Lstat(filepath.Join(dir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if os.Geteuid() == 0 && (st.Uid != 1000 || st.Gid != 1000) {
+			t.Errorf("%s owned by %d:%d, want 1000:1000", p, st.Uid, st.Gid)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.ContainerInspect(ctx, id); !errdefs.IsNotFound(err) {
+		t.Errorf("container after Close: %v, want not found", err)
+	}
+}
+
+func TestDockerNetworkAndLimits(t *testing.T) {
+	dockerClient(t)
+	b := newDockerBackend(t, dockerWorkspace(t), DockerOptions{Network: true, Pids: 40})
+	res := mustExec(t, b, sh("ls /sys/class/net"))
+	if !strings.Contains(string(res.Stdout), "eth0") {
+		t.Errorf("Network: true gave interfaces %q", res.Stdout)
+	}
+	// The pids limit stops a runaway fork loop; the leftovers are killed.
+	res = mustExec(t, b, Request{Command: "i=0; while [ $i -lt 100 ]; do sleep 30 & i=$((i+1)); done; echo started $i", Timeout: time.Minute})
+	if !strings.Contains(string(res.Stderr), "fork") || res.TimedOut {
+		t.Errorf("100 processes under a pids limit of 40: exit %d timedOut %v stderr %.200q", res.ExitCode, res.TimedOut, res.Stderr)
+	}
+	res = mustExec(t, b, sh("ps -o pid | wc -l"))
+	if n, _ := strconv.Atoi(strings.TrimSpace(string(res.Stdout))); n > 8 {
+		t.Errorf("%d processes left in the container after the fork loop", n)
+	}
+}
+
+func TestDockerUser(t *testing.T) {
+	dockerClient(t)
+	ctx := testCtx(t)
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "root (to chown the test workspaces)", os.ErrPermission)
+	}
+	// Default: the workspace owner.
+	dir := t.TempDir()
+	must(t, os.Chown(dir, 1234, 2345))
+	b, err := NewDocker(ctx, dir, DockerOptions{Image: testImage()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	if res := mustExec(t, b, sh("id -u; id -g")); string(res.Stdout) != "1234\n2345\n" {
+		t.Errorf("default user: %q", res.Stdout)
+	}
+	// A root-owned workspace is refused unless root is asked for.
+	root := t.TempDir()
+	if _, err := NewDocker(ctx, root, DockerOptions{Image: testImage()}); !errors.Is(err, ErrRootUser) {
+		t.Errorf("root-owned workspace: %v, want ErrRootUser", err)
+	}
+	rb, err := NewDocker(ctx, root, DockerOptions{Image: testImage(), User: "0:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rb.Close() })
+	if res := mustExec(t, rb, sh("id -u")); string(res.Stdout) != "0\n" {
+		t.Errorf("explicit root: %q", res.Stdout)
+	}
+	for _, u := range []string{"agent", "1000", "1000:x", "-1:0"} {
+		if _, err := NewDocker(ctx, dir, DockerOptions{Image: testImage(), User: u}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("user %q: %v, want ErrInvalid", u, err)
+		}
+	}
+	if _, err := NewDocker(ctx, dir, DockerOptions{}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("no image: %v", err)
+	}
+	if _, err := NewDocker(ctx, dir, DockerOptions{Image: "agentfs-test/no-such-image:0", User: testUser}); !errors.Is(err, ErrImageMissing) {
+		t.Errorf("missing image: %v, want ErrImageMissing", err)
+	}
+}
+
+func TestDockerStaleContainers(t *testing.T) {
+	cli := dockerClient(t)
+	ctx := testCtx(t)
+	if _, err := cli.ImageInspect(ctx, testImage()); err != nil {
+		testenv.Missing(t, "docker image "+testImage()+" (bash scripts/setup-docker.sh)", err)
+	}
+	host, _ := os.Hostname()
+	// A dead controller: a process that has exited.
+	dead := osexec.Command("true")
+	must(t, dead.Run())
+	deadStart := "1" // any start time: the pid is gone (or reused, with another start time)
+	pid1Start, err := processStartTime(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(name string, labels map[string]string) string {
+		t.Helper()
+		c, err := cli.ContainerCreate(ctx, &container.Config{Image: testImage(), Cmd: []string{"sleep", "300"}, Labels: labels}, &container.HostConfig{NetworkMode: "none"}, nil, nil, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true})
+		})
+		must(t, cli.ContainerStart(ctx, c.ID, container.StartOptions{}))
+		return c.ID
+	}
+	suffix, _ := randomHex(4)
+	stale := mk("agentfs-test-stale-"+suffix, map[string]string{
+		LabelBackend: "1", LabelOwnerHost: host, LabelOwnerPID: strconv.Itoa(dead.Process.Pid), LabelOwnerStart: deadStart,
+	})
+	live := mk("agentfs-test-live-"+suffix, map[string]string{
+		LabelBackend: "1", LabelOwnerHost: host, LabelOwnerPID: "1", LabelOwnerStart: pid1Start,
+	})
+	otherHost := mk("agentfs-test-otherhost-"+suffix, map[string]string{
+		LabelBackend: "1", LabelOwnerHost: host + "-elsewhere", LabelOwnerPID: strconv.Itoa(dead.Process.Pid), LabelOwnerStart: deadStart,
+	})
+	reused := mk("agentfs-test-reused-"+suffix, map[string]string{
+		LabelBackend: "1", LabelOwnerHost: host, LabelOwnerPID: "1", LabelOwnerStart: pid1Start + "0",
+	})
+	newDockerBackend(t, dockerWorkspace(t), DockerOptions{})
+	for id, wantGone := range map[string]bool{stale: true, reused: true, live: false, otherHost: false} {
+		_, err := cli.ContainerInspect(ctx, id)
+		if gone := errdefs.IsNotFound(err); gone != wantGone {
+			t.Errorf("container %.12s: gone %v, want %v (%v)", id, gone, wantGone, err)
+		}
+	}
+}

@@ -101,9 +101,12 @@ func sweepHostOnce(self, ownSid int, sessions map[int]bool, needle []byte) (int,
 	return killed, nil
 }
 
-// procStat reads the state and session id of pid from /proc/PID/stat.
+// procStat reads the state and session id of pid from the stat file of its
+// main thread (/proc/PID/task/PID/stat: the same fields as /proc/PID/stat,
+// without the kernel summing the times of every thread).
 func procStat(pid int) (state byte, sid int, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	s := strconv.Itoa(pid)
+	b, err := os.ReadFile("/proc/" + s + "/task/" + s + "/stat")
 	if err != nil {
 		return 0, 0, false
 	}

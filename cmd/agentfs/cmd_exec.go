@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/docker/go-units"
+	"github.com/spf13/cobra"
+
+	"github.com/agentfs/agentfs/exec"
+)
+
+func init() { subcommands = append(subcommands, newExecCmd) }
+
+// Exit statuses of `agentfs exec` itself, as coreutils timeout(1) uses them.
+const (
+	exitTimedOut    = 124 // the command timed out
+	exitExecFailed  = 125 // agentfs could not run the command (or its sync barrier failed)
+	exitInterrupted = 130 // agentfs was interrupted (SIGINT/SIGTERM); the command was killed
+)
+
+// execMountSeams recognises an agentfs mount at dir and returns its sync
+// barrier and change tracker, or (nil, nil, nil) for a plain directory. It
+// is nil until the mount's command file sets it (in its init); while nil,
+// every DIR is treated as a plain directory.
+var execMountSeams func(ctx context.Context, dir string) (exec.Syncer, exec.ChangeTracker, error)
+
+type execFlags struct {
+	backend     string
+	image       string
+	timeout     time.Duration
+	env         []string
+	cwd         string
+	outputLimit int64
+	user        string
+	network     bool
+	memory      string
+	cpus        float64
+	pids        int64
+	deny        bool
+	changes     bool
+}
+
+func newExecCmd() *cobra.Command {
+	var f execFlags
+	c := &cobra.Command{
+		Use:   "exec [flags] DIR -- CMD [ARGS...]",
+		Short: "Run a command in a workspace directory, on the host or in a Docker container",
+		Long: `Run CMD with its working directory in the workspace DIR and exit with its exit
+status. Its stdout and stderr are passed through as they come.
+
+With --backend local (the default) CMD runs on this host as the current user.
+With --backend docker it runs in a new container of --image with DIR
+bind-mounted at /workspace, as --user (default: the owner of DIR; a DIR owned
+by root needs --user 0:0 to run as root), with no network unless --network,
+and the container is removed afterwards.
+
+CMD is run as given, without a shell: use -- sh -c '...' for one. Standard
+input is passed to CMD (</dev/null to give it none). When CMD
+returns, everything it left running (background children included) is
+killed. On timeout the whole process tree is killed and agentfs exec exits
+with 124; when agentfs itself cannot run CMD it exits with 125; when it is
+interrupted it kills CMD and exits with 130.
+
+When DIR is an agentfs mount, agentfs exec waits until everything CMD wrote
+is in blob storage (a sync) before it exits.`,
+		Example: `  agentfs exec ./ws -- make test
+  agentfs exec --timeout 10m --env CI=1 --cwd app ./ws -- sh -c 'npm ci && npm test'
+  agentfs exec --backend docker --image python:3.12-slim --memory 2g ./ws -- python -m pytest
+  agentfs exec --changes ./ws -- sh -c 'echo hi > new.txt'`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
+				return execFail(cmd, errors.New("usage: agentfs exec [flags] DIR -- CMD [ARGS...]"))
+			}
+			return runExec(cmd, &f, args[0], args[1:])
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.backend, "backend", "local", "where to run: local (this host) or docker (a container)")
+	fl.StringVar(&f.image, "image", "", "image for --backend docker (required there; never pulled)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "kill the command's process tree after this long and exit 124 (0: no timeout)")
+	fl.StringArrayVar(&f.env, "env", nil, "set K=V in the command's environment (repeatable)")
+	fl.StringVar(&f.cwd, "cwd", "", "working directory, relative to DIR (must stay inside it)")
+	fl.Int64Var(&f.outputLimit, "output-limit", 0, "pass at most N bytes of output (stdout and stderr together), drop the rest (0: no limit)")
+	fl.StringVar(&f.user, "user", "", "uid:gid to run as with --backend docker (default: the owner of DIR)")
+	fl.BoolVar(&f.network, "network", false, "give the docker container a network (default: none)")
+	fl.StringVar(&f.memory, "memory", "", "memory limit of the docker container, e.g. 512m, 2g (default: none)")
+	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the docker container, e.g. 1.5 (default: none)")
+	fl.Int64Var(&f.pids, "pids", 0, fmt.Sprintf("process limit of the docker container (default %d)", exec.DefaultPidsLimit))
+	fl.BoolVar(&f.deny, "deny-dangerous", false, "refuse known-dangerous commands (rm -rf /, curl | sh, ...); a safety net, not a sandbox")
+	fl.BoolVar(&f.changes, "changes", false, "print the paths the command created (A), modified (M) and deleted (D) to stderr")
+	return c
+}
+
+// execFail prints why agentfs could not run the command and returns the
+// exit status for it.
+func execFail(cmd *cobra.Command, err error) error {
+	_, _ = fmt.Fprintln(cmd.ErrOrStderr(), "agentfs exec:", err)
+	return &exitError{exitExecFailed}
+}
+
+func runExec(cmd *cobra.Command, f *execFlags, dir string, argv []string) error {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	opts := exec.Options{ChangeTracker: exec.NoChanges{}}
+	if f.changes {
+		opts.ChangeTracker = nil // the default: a walk of DIR
+	}
+	if f.deny {
+		opts.Policy = exec.DenyDangerous()
+	}
+	if execMountSeams != nil {
+		s, t, err := execMountSeams(ctx, dir)
+		if err != nil {
+			return execFail(cmd, err)
+		}
+		opts.Syncer = s
+		if t != nil && f.changes {
+			opts.ChangeTracker = t
+		}
+	}
+	env := map[string]string{}
+	for _, kv := range f.env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return execFail(cmd, fmt.Errorf("--env %q: want K=V", kv))
+		}
+		env[k] = v
+	}
+
+	var b *exec.Backend
+	var err error
+	switch f.backend {
+	case "local":
+		for _, name := range []string{"image", "user", "network", "memory", "cpus", "pids"} {
+			if cmd.Flags().Changed(name) {
+				return execFail(cmd, fmt.Errorf("--%s needs --backend docker", name))
+			}
+		}
+		b, err = exec.NewLocal(dir, opts)
+	case "docker":
+		if f.image == "" {
+			return execFail(cmd, errors.New("--backend docker needs --image"))
+		}
+		d := exec.DockerOptions{Options: opts, Image: f.image, User: f.user, Network: f.network, CPUs: f.cpus, Pids: f.pids}
+		if f.memory != "" {
+			if d.Memory, err = units.RAMInBytes(f.memory); err != nil {
+				return execFail(cmd, fmt.Errorf("--memory %q: %w", f.memory, err))
+			}
+		}
+		b, err = exec.NewDocker(ctx, dir, d)
+	default:
+		return execFail(cmd, fmt.Errorf("--backend %q: want local or docker", f.backend))
+	}
+	if err != nil {
+		return execFail(cmd, err)
+	}
+	defer func() {
+		if err := b.Close(); err != nil {
+			_, _ = fmt.Fprintln(cmd.ErrOrStderr(), "agentfs exec:", err)
+		}
+	}()
+
+	limit := f.outputLimit
+	if limit <= 0 {
+		limit = -1
+	}
+	req := exec.Request{
+		Argv:          argv,
+		Env:           env,
+		Cwd:           f.cwd,
+		Timeout:       f.timeout,
+		OutputLimit:   limit,
+		Stdout:        cmd.OutOrStdout(),
+		Stderr:        cmd.ErrOrStderr(),
+		DiscardOutput: true,
+	}
+	if f.timeout <= 0 {
+		req.Timeout = -1
+	}
+	req.Stdin = cmd.InOrStdin()
+	res, err := b.Exec(ctx, req)
+	if res == nil {
+		return execFail(cmd, err)
+	}
+	stderr := cmd.ErrOrStderr()
+	if res.Truncated {
+		_, _ = fmt.Fprintf(stderr, "agentfs exec: output truncated at %d bytes\n", f.outputLimit)
+	}
+	if f.changes && res.Changes != nil {
+		printChanges(stderr, res.Changes)
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		_, _ = fmt.Fprintln(stderr, "agentfs exec: interrupted; the command was killed")
+		return &exitError{exitInterrupted}
+	case err != nil:
+		return execFail(cmd, err)
+	case res.TimedOut:
+		_, _ = fmt.Fprintf(stderr, "agentfs exec: timed out after %v; the command was killed\n", f.timeout)
+		return &exitError{exitTimedOut}
+	case res.ExitCode != 0:
+		return &exitError{res.ExitCode}
+	}
+	return nil
+}
+
+// printChanges writes one "A|M|D path" line per change.
+func printChanges(w io.Writer, c *exec.Changes) {
+	for _, l := range []struct {
+		tag   string
+		paths []string
+	}{{"A", c.Created}, {"M", c.Modified}, {"D", c.Deleted}} {
+		for _, p := range l.paths {
+			_, _ = fmt.Fprintf(w, "%s %s\n", l.tag, p)
+		}
+	}
+}
