@@ -16,12 +16,14 @@ import (
 // followed; directories are reported when created or deleted, not when their
 // entries change.
 //
-// Cost: two full walks per command, one lstat per entry each (about 1-2 µs
-// per entry on a local disk, so ~0.1-0.2 s per 100,000 entries, and the
-// memory of one record per entry while the command runs). A change that
-// keeps the size and lands within the filesystem's timestamp granularity of
-// the first walk can be missed. Use NoChanges to turn tracking off, or a
-// journal-based tracker (an agentfs mount's) for large trees.
+// Cost: two full walks per command, one lstat per entry each, and the
+// memory of one record per entry while the command runs. BenchmarkWalkTracker
+// measured 8-16 µs per entry per walk on the 2-core dev machine under load,
+// that is 1.5-3 s per command for a 100,000-entry tree (a node_modules), and
+// ~0.2 ms for a 10-entry one. A change that keeps the size and lands within
+// the filesystem's timestamp granularity of the first walk can be missed.
+// Use NoChanges to turn tracking off (agentfs exec does unless --changes),
+// or a journal-based tracker (an agentfs mount's) for large trees.
 type WalkTracker struct {
 	// Root is the host directory the tracked dir paths are relative to.
 	Root string
