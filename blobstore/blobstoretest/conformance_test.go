@@ -32,12 +32,14 @@ func open(t *testing.T, rawURL string, opts blobstore.Options) *blobstore.Store 
 }
 
 func TestMem(t *testing.T) {
+	t.Parallel()
 	blobstoretest.Run(t, func(t *testing.T) *blobstore.Store {
 		return open(t, "mem://", blobstore.Options{})
 	})
 }
 
 func TestFile(t *testing.T) {
+	t.Parallel()
 	blobstoretest.Run(t, func(t *testing.T) *blobstore.Store {
 		return open(t, "file://"+t.TempDir(), blobstore.Options{})
 	})
@@ -45,6 +47,7 @@ func TestFile(t *testing.T) {
 
 // TestS3 runs the suite on a real MinIO server, a new bucket per check.
 func TestS3(t *testing.T) {
+	t.Parallel()
 	testservices.StartMinIO(t) // keeps one server up for every subtest
 	blobstoretest.Run(t, func(t *testing.T) *blobstore.Store {
 		return open(t, testservices.StartMinIO(t), blobstore.Options{})
@@ -53,6 +56,7 @@ func TestS3(t *testing.T) {
 
 // TestGCS runs the suite on the GCS emulator, a new bucket per check.
 func TestGCS(t *testing.T) {
+	t.Parallel()
 	testservices.StartGCSEmulator(t) // keeps one emulator up for every subtest
 	blobstoretest.Run(t, func(t *testing.T) *blobstore.Store {
 		return open(t, testservices.StartGCSEmulator(t), blobstore.Options{})
@@ -65,6 +69,7 @@ func TestGCS(t *testing.T) {
 // listings must not see. The prefix logic is Store's, the same for every
 // driver; TestOpenS3OnMinIO checks a URL path prefix on S3.
 func TestPrefixed(t *testing.T) {
+	t.Parallel()
 	decoys := func(t *testing.T, base *blobstore.Store) {
 		t.Helper()
 		ctx := context.Background()
@@ -103,6 +108,7 @@ func TestPrefixed(t *testing.T) {
 // of its calls before they happen and loses the reply of 5% of the writes
 // that did happen. The retries must hide all of it.
 func TestFaulty(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var drivers []*faulty.Driver
 	seed := uint64(0)
@@ -137,6 +143,7 @@ func TestFaulty(t *testing.T) {
 // fail as transient errors while the driver is down, and a call whose
 // retries outlast the outage succeeds.
 func TestFaultyDown(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var fd *faulty.Driver
 	s := open(t, "mem://", blobstore.Options{
