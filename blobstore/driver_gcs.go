@@ -33,6 +33,8 @@ type gcsDriver struct {
 	name   string
 }
 
+var _ Driver = (*gcsDriver)(nil)
+
 func openGCS(ctx context.Context, u *url.URL) (Driver, string, error) {
 	show := storeURL(u)
 	if u.Host == "" {

@@ -33,6 +33,8 @@ type gocloudDriver struct {
 	shared bool
 }
 
+var _ Driver = (*gocloudDriver)(nil)
+
 func openFile(_ context.Context, u *url.URL) (Driver, string, error) {
 	if u.Host != "" && u.Host != "localhost" {
 		return nil, "", fmt.Errorf("file URLs take an absolute path with no host: write file:///abs/path (three slashes), not file://%s%s", u.Host, u.Path)

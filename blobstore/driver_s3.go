@@ -48,6 +48,8 @@ type s3Driver struct {
 	bufs sync.Pool
 }
 
+var _ Driver = (*s3Driver)(nil)
+
 // s3Query lists the query options an s3:// URL accepts.
 var s3Query = map[string]bool{"endpoint": true, "region": true, "path_style": true, "profile": true}
 

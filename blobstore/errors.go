@@ -29,6 +29,8 @@ const (
 	KindCanceled
 )
 
+// String returns the kind's name as used in error messages ("not found",
+// "exists", "transient", "permanent", "canceled", "unknown").
 func (k Kind) String() string {
 	switch k {
 	case KindNotFound:
@@ -66,6 +68,8 @@ type Error struct {
 	Err  error // the provider's error
 }
 
+// Error returns "blobstore: OP URL (key "KEY"): KIND: provider error". The URL
+// never carries credentials.
 func (e *Error) Error() string {
 	where := e.URL
 	if e.Key != "" {

@@ -21,6 +21,8 @@ const (
 
 var opNames = [numOps]string{"get", "put", "put_if_absent", "stat", "list", "delete"}
 
+// String returns the op's name as used in metric labels (get, put,
+// put_if_absent, stat, list, delete).
 func (o Op) String() string {
 	if o < 0 || o >= numOps {
 		return "unknown"

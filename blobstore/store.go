@@ -18,8 +18,11 @@ type RetryPolicy struct {
 	// MaxAttempts is the total number of attempts, including the first.
 	// 0 means the default (6); 1 disables retries.
 	MaxAttempts int
-	BaseDelay   time.Duration // default 50ms
-	MaxDelay    time.Duration // default 5s
+	// BaseDelay is the ceiling of the first backoff (attempt 2 waits up to
+	// BaseDelay, attempt 3 up to 2*BaseDelay, ...). 0 means 50ms.
+	BaseDelay time.Duration
+	// MaxDelay caps every backoff. 0 means 5s.
+	MaxDelay time.Duration
 }
 
 // Options configure a Store. The zero value gives the defaults.
