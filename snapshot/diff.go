@@ -1,0 +1,329 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// Tree diff: what changed between two trees, skipping subtrees whose tree
+// hashes are equal.
+
+// ChangeOp says how a path changed.
+type ChangeOp byte
+
+// Change operations.
+const (
+	Added    ChangeOp = 'A'
+	Modified ChangeOp = 'M'
+	Deleted  ChangeOp = 'D'
+)
+
+func (o ChangeOp) String() string {
+	switch o {
+	case Added:
+		return "added"
+	case Modified:
+		return "modified"
+	case Deleted:
+		return "deleted"
+	}
+	return fmt.Sprintf("op(%d)", byte(o))
+}
+
+// ChangeFlags say what differs in a Modified entry.
+type ChangeFlags uint16
+
+// What a modification changed.
+const (
+	ChangedContent ChangeFlags = 1 << iota // a file's bytes (or size)
+	ChangedType                            // file <-> symlink <-> device ... (not directories)
+	ChangedMode                            // permission bits
+	ChangedOwner                           // uid or gid
+	ChangedXattrs                          // extended attributes
+	ChangedTarget                          // a symlink's target
+	ChangedRdev                            // a device's number
+)
+
+var flagNames = []string{"content", "type", "mode", "owner", "xattrs", "target", "rdev"}
+
+// String lists the flags, comma-separated ("content,mode").
+func (f ChangeFlags) String() string {
+	var parts []string
+	for i, n := range flagNames {
+		if f&(1<<i) != 0 {
+			parts = append(parts, n)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// Change is one difference between two trees. Entries are resolved through
+// their tree's link table (a hard link's attributes and chunks are the
+// file's). Old is nil for Added, New for Deleted.
+type Change struct {
+	Op   ChangeOp
+	Path string // slash-separated, relative to the root; "." is the root
+	Old  *Entry
+	New  *Entry
+	What ChangeFlags // Modified only
+}
+
+// Entry returns the newest side of the change (New, or Old for Deleted).
+func (c Change) Entry() *Entry {
+	if c.New != nil {
+		return c.New
+	}
+	return c.Old
+}
+
+// Sizes returns the size before and after (0 for a missing side).
+func (c Change) Sizes() (before, after uint64) {
+	if c.Old != nil {
+		before = c.Old.Size
+	}
+	if c.New != nil {
+		after = c.New.Size
+	}
+	return before, after
+}
+
+// Diff calls fn for every difference from tree a to tree b, in path order
+// (a directory before its entries; where a path changes between a directory
+// and something else, the deletions come first). Added and deleted
+// directories are reported with everything beneath them. Modifications of
+// content, type, mode, owner, xattrs, symlink target and device number are
+// reported; times and link counts are not. Subtrees with equal tree hashes
+// are skipped without being read, unless the link tables differ for a
+// hard-link group (then such subtrees are scanned for names of the changed
+// groups). Memory is bounded by the depth of the trees times the size of
+// their directories, plus both link tables. An error from fn stops Diff and
+// is returned.
+func (r *Repo) Diff(ctx context.Context, a, b TreeRoot, fn func(Change) error) error {
+	d := &differ{r: r, fn: fn}
+	var err error
+	if d.lta, err = r.ReadLinkTable(ctx, a.Links); err != nil {
+		return err
+	}
+	if d.ltb, err = r.ReadLinkTable(ctx, b.Links); err != nil {
+		return err
+	}
+	if a.Links == nil || b.Links == nil || a.Links.Hash != b.Links.Hash {
+		d.changedLinks = map[uint64]bool{}
+		for id, ea := range d.lta {
+			if eb, ok := d.ltb[id]; !ok || compareEntries(&ea, &eb) != 0 {
+				d.changedLinks[id] = true
+			}
+		}
+		for id := range d.ltb {
+			if _, ok := d.lta[id]; !ok {
+				d.changedLinks[id] = true
+			}
+		}
+	}
+	ra, rb := RootEntry(a), RootEntry(b)
+	if f := compareEntries(&ra, &rb); f != 0 {
+		if err := fn(Change{Op: Modified, Path: ".", Old: &ra, New: &rb, What: f}); err != nil {
+			return err
+		}
+	}
+	return d.dirs(ctx, a.Root.Tree, b.Root.Tree, "")
+}
+
+type differ struct {
+	r            *Repo
+	fn           func(Change) error
+	lta, ltb     LinkTable
+	changedLinks map[uint64]bool // hard-link groups whose file differs
+}
+
+func (d *differ) dirs(ctx context.Context, ta, tb BlobRef, dir string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if ta.Hash == tb.Hash {
+		if len(d.changedLinks) == 0 {
+			return nil
+		}
+		return d.scanLinks(ctx, ta, dir)
+	}
+	ea, err := d.r.ReadTree(ctx, ta)
+	if err != nil {
+		return fmt.Errorf("%s (old): %w", displayPath(dir), err)
+	}
+	eb, err := d.r.ReadTree(ctx, tb)
+	if err != nil {
+		return fmt.Errorf("%s (new): %w", displayPath(dir), err)
+	}
+	i, j := 0, 0
+	for i < len(ea) || j < len(eb) {
+		switch {
+		case j == len(eb) || i < len(ea) && ea[i].Name < eb[j].Name:
+			if err := d.subtree(ctx, Deleted, d.lta, ea[i], dir); err != nil {
+				return err
+			}
+			i++
+		case i == len(ea) || ea[i].Name > eb[j].Name:
+			if err := d.subtree(ctx, Added, d.ltb, eb[j], dir); err != nil {
+				return err
+			}
+			j++
+		default:
+			if err := d.pair(ctx, ea[i], eb[j], dir); err != nil {
+				return err
+			}
+			i++
+			j++
+		}
+	}
+	return nil
+}
+
+// pair compares two entries of the same name.
+func (d *differ) pair(ctx context.Context, a, b Entry, dir string) error {
+	p := joinPath(dir, a.Name)
+	ra, err := d.lta.Resolve(a)
+	if err != nil {
+		return fmt.Errorf("%s (old): %w", p, err)
+	}
+	rb, err := d.ltb.Resolve(b)
+	if err != nil {
+		return fmt.Errorf("%s (new): %w", p, err)
+	}
+	aDir, bDir := ra.Type == TypeDir, rb.Type == TypeDir
+	switch {
+	case aDir && bDir:
+		if f := compareEntries(&ra, &rb); f != 0 {
+			if err := d.fn(Change{Op: Modified, Path: p, Old: &ra, New: &rb, What: f}); err != nil {
+				return err
+			}
+		}
+		return d.dirs(ctx, ra.Tree, rb.Tree, p)
+	case aDir || bDir:
+		if err := d.subtree(ctx, Deleted, d.lta, a, dir); err != nil {
+			return err
+		}
+		return d.subtree(ctx, Added, d.ltb, b, dir)
+	}
+	if f := compareEntries(&ra, &rb); f != 0 {
+		return d.fn(Change{Op: Modified, Path: p, Old: &ra, New: &rb, What: f})
+	}
+	return nil
+}
+
+// subtree reports e (an entry of dir) and, for a directory, everything
+// beneath it, as op.
+func (d *differ) subtree(ctx context.Context, op ChangeOp, lt LinkTable, e Entry, dir string) error {
+	p := joinPath(dir, e.Name)
+	re, err := lt.Resolve(e)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	c := Change{Op: op, Path: p}
+	if op == Added {
+		c.New = &re
+	} else {
+		c.Old = &re
+	}
+	if err := d.fn(c); err != nil {
+		return err
+	}
+	if re.Type != TypeDir {
+		return nil
+	}
+	entries, err := d.r.ReadTree(ctx, re.Tree)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	for _, child := range entries {
+		if err := d.subtree(ctx, op, lt, child, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanLinks looks, in a subtree both sides share, for names of hard-link
+// groups whose file changed.
+func (d *differ) scanLinks(ctx context.Context, t BlobRef, dir string) error {
+	entries, err := d.r.ReadTree(ctx, t)
+	if err != nil {
+		return fmt.Errorf("%s: %w", displayPath(dir), err)
+	}
+	for _, e := range entries {
+		switch {
+		case e.Type == TypeDir:
+			if err := d.scanLinks(ctx, e.Tree, joinPath(dir, e.Name)); err != nil {
+				return err
+			}
+		case e.LinkID != 0 && d.changedLinks[e.LinkID]:
+			if err := d.pair(ctx, e, e, dir); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// compareEntries returns what differs between two resolved entries of the
+// same name.
+func compareEntries(a, b *Entry) ChangeFlags {
+	var f ChangeFlags
+	if a.Type != b.Type {
+		f |= ChangedType
+	}
+	if a.Mode != b.Mode {
+		f |= ChangedMode
+	}
+	if a.Uid != b.Uid || a.Gid != b.Gid {
+		f |= ChangedOwner
+	}
+	if !slices.EqualFunc(a.Xattrs, b.Xattrs, func(x, y Xattr) bool { return x.Name == y.Name && bytes.Equal(x.Value, y.Value) }) {
+		f |= ChangedXattrs
+	}
+	switch {
+	case a.Type == TypeFile && b.Type == TypeFile:
+		if a.Size != b.Size || !slices.EqualFunc(a.Chunks, b.Chunks, func(x, y Chunk) bool {
+			return x.Index == y.Index && x.Ref.Hash == y.Ref.Hash
+		}) {
+			f |= ChangedContent
+		}
+	case a.Type == TypeSymlink && b.Type == TypeSymlink:
+		if a.Target != b.Target {
+			f |= ChangedTarget
+		}
+	case a.Type == b.Type && (a.Type == TypeCharDev || a.Type == TypeBlockDev):
+		if a.Rdev != b.Rdev {
+			f |= ChangedRdev
+		}
+	}
+	return f
+}
+
+// IsBinary reports whether b (a file's first bytes, or all of it) looks
+// binary: it holds a NUL byte or is not valid UTF-8 in its first 8000
+// bytes (a multi-byte character cut at that limit is allowed).
+func IsBinary(b []byte) bool {
+	if len(b) > 8000 {
+		b = b[:8000]
+		// Drop a trailing partial rune.
+		if i := lastRuneStart(b); i >= 0 && !utf8.FullRune(b[i:]) {
+			b = b[:i]
+		}
+	}
+	return bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b)
+}
+
+// lastRuneStart returns the index of the start of the last rune of b
+// (looking back at most UTFMax bytes), or -1.
+func lastRuneStart(b []byte) int {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			return i
+		}
+	}
+	return -1
+}

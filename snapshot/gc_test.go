@@ -1,0 +1,173 @@
+package snapshot_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentfs/agentfs/snapshot"
+)
+
+// orphanPack stores a pack that nothing references and returns its key's
+// modification time.
+func orphanPack(t *testing.T, v *vol, data string) (snapshot.PackID, time.Time) {
+	t.Helper()
+	w := v.r.NewPackWriter()
+	w.Add(v.r.EncodeBlob(snapshot.BlobData, []byte(data)))
+	if err := v.r.PutPack(v.ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	a, err := v.store.Stat(v.ctx, snapshot.PackKey(w.ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.ID(), a.ModTime
+}
+
+func packExists(t *testing.T, v *vol, id snapshot.PackID) bool {
+	t.Helper()
+	_, err := v.store.Stat(v.ctx, snapshot.PackKey(id))
+	return err == nil
+}
+
+func TestGCSweepsOnlyOldUnreferencedPacks(t *testing.T) {
+	forEachStore(t, func(t *testing.T, url string) {
+		v := newVol(t, url)
+		v.commit("main", map[string]fspec{"a": {Data: "referenced"}})
+		old, oldMod := orphanPack(t, v, "old garbage")
+		time.Sleep(60 * time.Millisecond)
+		young, youngMod := orphanPack(t, v, "an upload in progress")
+		grace := time.Hour
+		now := oldMod.Add(grace + youngMod.Sub(oldMod)/2)
+		nPacks, _ := packBytes(t, v.store)
+
+		opts := snapshot.GCOptions{Grace: grace, Now: func() time.Time { return now }, DryRun: true}
+		dry, err := v.r.GC(v.ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := packBytes(t, v.store); n != nPacks {
+			t.Fatalf("dry run deleted %d packs", nPacks-n)
+		}
+		opts.DryRun = false
+		rep, err := v.r.GC(v.ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.PacksSwept != 1 || rep.PacksYoung != 1 || rep.PacksLive != nPacks-2 || rep.PacksTotal != nPacks || rep.Clock != "injected" {
+			t.Fatalf("gc: %+v", rep)
+		}
+		if dry.PacksSwept != rep.PacksSwept || dry.BytesFreed != rep.BytesFreed || !dry.DryRun {
+			t.Fatalf("dry run %+v differs from the real one %+v", dry, rep)
+		}
+		if packExists(t, v, old) || !packExists(t, v, young) {
+			t.Fatalf("old pack exists: %v, young pack exists: %v", packExists(t, v, old), packExists(t, v, young))
+		}
+		mustFsck(t, v.r)
+		// With the store's clock (the default), the young pack is kept.
+		rep, err = v.r.GC(v.ctx, snapshot.GCOptions{})
+		if err != nil || rep.Clock != "store" || rep.PacksSwept != 0 || !packExists(t, v, young) {
+			t.Fatalf("gc with the store clock: %+v %v", rep, err)
+		}
+		// No clock probe object is left behind.
+		page, err := v.store.List(v.ctx, "gc/", "", 10)
+		if err != nil || len(page.Objects) != 0 {
+			t.Fatalf("gc/ holds %v (%v)", page.Objects, err)
+		}
+	})
+}
+
+func TestGCRetention(t *testing.T) {
+	forEachStore(t, func(t *testing.T, url string) {
+		v := newVol(t, url)
+		ctx := v.ctx
+		for i := 2; i <= 6; i++ {
+			v.commit("main", map[string]fspec{"f": {Data: fmt.Sprintf("version %d %s", i, strings.Repeat("v", 100*i))}})
+		}
+		seqs := func() []uint64 {
+			s, err := v.r.ListCommits(ctx, "main")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		grace := time.Minute
+		// Superseded less than the grace period ago: kept whatever the
+		// policy says.
+		rep, err := v.r.GC(ctx, snapshot.GCOptions{Policy: snapshot.Retention{KeepLast: 1}, Grace: time.Hour, Now: time.Now})
+		if err != nil || rep.CommitsPruned != 0 || len(seqs()) != 6 {
+			t.Fatalf("gc within grace: %+v %v %v", rep, err, seqs())
+		}
+		// Keep within a window that covers everything.
+		rep, err = v.r.GC(ctx, snapshot.GCOptions{Policy: snapshot.Retention{KeepWithin: 2 * time.Hour}, Grace: grace, Now: future(grace)})
+		if err != nil || rep.CommitsPruned != 0 {
+			t.Fatalf("keep within 2h: %+v %v", rep, err)
+		}
+		// Keep the last 3: commits 1..3 go, and the packs only they used.
+		rep, err = v.r.GC(ctx, snapshot.GCOptions{Policy: snapshot.Retention{KeepLast: 3}, Grace: grace, Now: future(grace)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(seqs()); got != "[4 5 6]" || rep.CommitsPruned != 3 || rep.CommitsKept != 3 || rep.PacksSwept != 3 {
+			t.Fatalf("keep last 3: commits %s, %+v", got, rep)
+		}
+		// Parents of the oldest kept commit are gone; readers tolerate it.
+		c4, err := v.r.ReadCommit(ctx, snapshot.CommitID{Branch: "main", Seq: 4})
+		if err != nil || c4.Parent == nil || c4.Parent.Seq != 3 {
+			t.Fatalf("commit 4: %+v %v", c4, err)
+		}
+		// A tiny window keeps only the head.
+		rep, err = v.r.GC(ctx, snapshot.GCOptions{Policy: snapshot.Retention{KeepWithin: time.Millisecond}, Grace: grace, Now: future(grace)})
+		if err != nil || fmt.Sprint(seqs()) != "[6]" || rep.CommitsPruned != 2 {
+			t.Fatalf("keep within 1ms: %v %+v %v", seqs(), rep, err)
+		}
+		head, err := v.r.Head(ctx, "main")
+		if err != nil || readPath(t, v.r, snapshot.CommitTree(head), "f") != fmt.Sprintf("version 6 %s", strings.Repeat("v", 600)) {
+			t.Fatalf("head after gc: %v", err)
+		}
+		mustFsck(t, v.r)
+	})
+}
+
+func TestGCAbortsOnDamage(t *testing.T) {
+	v := newVol(t, stores(t)["mem"])
+	v.splitTrees = true
+	v.commit("main", map[string]fspec{"d/x": {Data: "x"}})
+	garbage, _ := orphanPack(t, v, "garbage")
+	head, err := v.r.Head(v.ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Lose the pack of the head's trees.
+	if err := v.store.Delete(v.ctx, snapshot.PackKey(head.Root.Tree.Pack)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := v.r.GC(v.ctx, snapshot.GCOptions{Grace: time.Minute, Now: future(time.Minute)})
+	if !errors.Is(err, snapshot.ErrMissing) || !strings.Contains(err.Error(), "fsck") {
+		t.Fatalf("gc on a damaged volume: %v", err)
+	}
+	if rep.PacksSwept != 0 || !packExists(t, v, garbage) {
+		t.Fatalf("gc swept on a damaged volume: %+v", rep)
+	}
+}
+
+func TestGCProgress(t *testing.T) {
+	v := newVol(t, stores(t)["mem"])
+	for i := range 3 {
+		v.commit("main", map[string]fspec{"f": {Data: fmt.Sprint(i)}})
+	}
+	phases := map[string]bool{}
+	_, err := v.r.GC(context.Background(), snapshot.GCOptions{Policy: snapshot.Retention{KeepLast: 1}, Grace: time.Minute, Now: future(time.Minute),
+		Progress: func(p snapshot.Progress) { phases[p.Phase] = true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ph := range []string{"list", "prune", "recheck", "sweep", "scan"} {
+		if !phases[ph] {
+			t.Errorf("no progress for phase %s (got %v)", ph, phases)
+		}
+	}
+}
