@@ -112,6 +112,9 @@ func (s *Store) Close() error {
 	return s.drv.Close()
 }
 
+// maxKeyLen is the longest full key (prefix included) every provider takes.
+const maxKeyLen = 1024
+
 // ValidateKey reports whether key is acceptable to every driver: non-empty,
 // valid UTF-8, at most 1024 bytes, no NUL, no leading or trailing '/', no
 // empty, "." or ".." segments.
@@ -119,8 +122,8 @@ func ValidateKey(key string) error {
 	switch {
 	case key == "":
 		return errors.New("empty key")
-	case len(key) > 1024:
-		return errors.New("key longer than 1024 bytes")
+	case len(key) > maxKeyLen:
+		return fmt.Errorf("key longer than %d bytes", maxKeyLen)
 	case !utf8.ValidString(key):
 		return errors.New("key is not valid UTF-8")
 	case strings.ContainsRune(key, 0):
@@ -228,9 +231,14 @@ func (s *Store) doN(ctx context.Context, op Op, opName, key string, maxAttempts 
 	return err
 }
 
+// check validates key, and the full key (with the Store's prefix) against
+// the providers' 1024-byte limit.
 func (s *Store) check(op, key string) error {
 	if err := ValidateKey(key); err != nil {
 		return s.fail(op, key, KindPermanent, err)
+	}
+	if n := len(s.prefix) + len(key); n > maxKeyLen {
+		return s.fail(op, key, KindPermanent, fmt.Errorf("key with the store's prefix %q is %d bytes, more than %d", s.prefix, n, maxKeyLen))
 	}
 	return nil
 }

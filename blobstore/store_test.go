@@ -487,3 +487,17 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+func TestKeyLengthIncludesPrefix(t *testing.T) {
+	s := New("test://", newScripted(), Options{}).Sub("some/prefix")
+	ctx := context.Background()
+	long := strings.Repeat("x", 1024-len("some/prefix/"))
+	if err := s.Put(ctx, long, []byte("v")); err != nil {
+		t.Fatalf("Put of a full key of exactly 1024 bytes: %v", err)
+	}
+	err := s.Put(ctx, long+"x", []byte("v"))
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindPermanent {
+		t.Fatalf("Put of a 1025-byte full key = %v, want a permanent error", err)
+	}
+}
