@@ -259,9 +259,9 @@ func (r *Repo) storeNow(ctx context.Context) (time.Time, bool) {
 // missing or corrupt aborts the gc before anything is swept (run fsck).
 // Memory is dominated by the mark: about 100 bytes per distinct tree and
 // per distinct stored blob reachable (GCReport.TreesRead, BlobsMarked).
-func (r *Repo) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
+func (r *Repo) GC(ctx context.Context, opts GCOptions) (rep GCReport, err error) {
 	started := time.Now()
-	rep := GCReport{DryRun: opts.DryRun, Policy: opts.Policy.String()}
+	rep = GCReport{DryRun: opts.DryRun, Policy: opts.Policy.String()}
 	defer func() { rep.Duration = time.Since(started) }()
 	grace := opts.Grace
 	if grace <= 0 {
@@ -292,7 +292,7 @@ func (r *Repo) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 		mod  time.Time
 	}
 	packs := map[PackID]packInfo{}
-	err := r.store.Walk(ctx, "packs/", func(o blobstore.ObjectInfo) error {
+	err = r.store.Walk(ctx, "packs/", func(o blobstore.ObjectInfo) error {
 		if id, ok := packOfKey(o.Key); ok {
 			packs[id] = packInfo{size: o.Size, mod: o.ModTime}
 			rep.BytesTotal += o.Size

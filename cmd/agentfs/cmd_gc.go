@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentfs/agentfs/snapshot"
+)
+
+func init() { subcommands = append(subcommands, newGCCmd) }
+
+func newGCCmd() *cobra.Command {
+	var (
+		dryRun, jsonOut bool
+		policy          snapshot.Retention
+		grace           time.Duration
+	)
+	c := &cobra.Command{
+		Use:   "gc URL",
+		Short: "Delete old commits and the data nothing references any more",
+		Long: `Remove what no retained commit, branch or snapshot reaches:
+
+  1. retention: the commits that --keep-last and --keep-within do not keep
+     are removed (each branch's newest commit is always kept, and so is any
+     commit superseded less than an hour ago, for readers still on it).
+     Without either flag every commit is kept;
+  2. packs of data that no kept commit and no snapshot references, and that
+     are older than the grace period (1 hour), are deleted. Younger packs may
+     be the uploads of a writer that has not committed yet.
+
+gc runs safely while volumes are mounted and writing. Packs that still hold
+some live data are kept whole; the report shows their dead bytes. --dry-run
+computes everything and deletes nothing.`,
+		Example: `  agentfs gc file:///ws --dry-run
+  agentfs gc s3://bucket/ws --keep-last 50 --keep-within 7d`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := openTarget(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer t.close()
+			prog, clear := progressLine(cmd, "gc")
+			rep, err := t.repo.GC(cmd.Context(), snapshot.GCOptions{Policy: policy, DryRun: dryRun, Grace: grace, Progress: prog})
+			clear()
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if jsonOut {
+				return writeJSON(out, rep)
+			}
+			verb := "deleted"
+			if rep.DryRun {
+				verb = "would delete"
+				fmt.Fprintln(out, "dry run: nothing was deleted")
+			}
+			fmt.Fprintf(out, "policy: %s (%d branches, %d snapshots)\n", rep.Policy, rep.Branches, rep.Snapshots)
+			fmt.Fprintf(out, "commits: %d kept, %s %d\n", rep.CommitsKept, verb, rep.CommitsPruned)
+			fmt.Fprintf(out, "packs: %d of %s total; %d live, %d too young to delete, %s %d (%s freed)\n",
+				rep.PacksTotal, fmtSize(rep.BytesTotal), rep.PacksLive, rep.PacksYoung, verb, rep.PacksSwept, fmtSize(rep.BytesFreed))
+			if rep.PartialPacks > 0 {
+				fmt.Fprintf(out, "partly live packs: %d, holding %s of dead data (kept whole)\n", rep.PartialPacks, fmtSize(rep.DeadBytes))
+			}
+			if rep.NewCommits+rep.NewSnapshots > 0 {
+				fmt.Fprintf(out, "written during gc and kept: %d commits, %d snapshots\n", rep.NewCommits, rep.NewSnapshots)
+			}
+			if rep.MissingPacks > 0 || rep.PackErrors > 0 {
+				fmt.Fprintf(out, "warning: %d referenced packs are missing, %d pack operations failed: run `agentfs fsck %s`\n", rep.MissingPacks, rep.PackErrors, t.URL())
+			}
+			_, err = fmt.Fprintf(out, "marked %d trees and %d blobs in %s\n", rep.TreesRead, rep.BlobsMarked, rep.Duration.Round(time.Millisecond))
+			return err
+		},
+	}
+	f := c.Flags()
+	f.BoolVar(&dryRun, "dry-run", false, "report what would be deleted, delete nothing")
+	f.IntVar(&policy.KeepLast, "keep-last", 0, "keep the newest `N` commits of each branch")
+	f.Var(ageFlag{&policy.KeepWithin}, "keep-within", "keep the commits younger than this (e.g. 12h, 7d, 2w)")
+	f.BoolVar(&jsonOut, "json", false, "print the report as JSON")
+	f.Var(ageFlag{&grace}, "grace", "override the grace period (tests only: it must exceed every writer's longest checkpoint)")
+	_ = f.MarkHidden("grace")
+	return c
+}
