@@ -31,7 +31,8 @@ var gcs = &shared[*gcsEmulator]{start: startGCS, stop: (*gcsEmulator).stop}
 // GCS emulator for t to use until it ends.
 //
 // The emulator is fake-gcs-server, run in this process on a loopback port
-// with its filesystem backend in a temporary directory. Its uploads check
+// with its filesystem backend in a temporary directory (under /dev/shm when
+// the machine has one). Its uploads check
 // generation preconditions (ifGenerationMatch=0, i.e. DoesNotExist) under
 // the backend's lock, so exactly one of several racing conditional creates
 // wins, as on GCS.
@@ -59,8 +60,23 @@ func StartGCSEmulator(t testing.TB) string {
 	return (&url.URL{Scheme: "gs", Host: bucket}).String()
 }
 
+// memDir is where the emulator keeps its data when the machine has a
+// memory-backed /dev/shm: its filesystem backend fsyncs every object, the
+// bucket's metadata and the directory under one global lock, which makes a
+// disk-backed emulator the slowest part of the tests.
+func memDir() string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		if f, err := os.CreateTemp("/dev/shm", "agentfs-probe-"); err == nil {
+			_ = f.Close()
+			_ = os.Remove(f.Name())
+			return "/dev/shm"
+		}
+	}
+	return "" // os.TempDir()
+}
+
 func startGCS() (*gcsEmulator, error) {
-	dir, err := os.MkdirTemp("", "agentfs-gcs-")
+	dir, err := os.MkdirTemp(memDir(), "agentfs-gcs-")
 	if err != nil {
 		return nil, err
 	}
