@@ -1,0 +1,542 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentfs/agentfs/cache"
+	afs "github.com/agentfs/agentfs/fs"
+	"github.com/agentfs/agentfs/fs/control"
+	"github.com/agentfs/agentfs/snapshot"
+)
+
+func init() { subcommands = append(subcommands, newMountCmd) }
+
+// mountFlags are the options of `agentfs mount`.
+type mountFlags struct {
+	background         bool
+	cacheDir           string
+	readOnly           bool
+	cacheSize          int64
+	checkpointInterval time.Duration
+	branch             string
+	debug              bool
+	pprof              string
+	tune               string
+	readyFD            int // internal: the background parent's pipe
+}
+
+func newMountCmd() *cobra.Command {
+	var f mountFlags
+	c := &cobra.Command{
+		Use:   "mount [URL] MOUNTPOINT",
+		Short: "Mount a volume on a directory",
+		Long: `Mount the volume at URL on MOUNTPOINT and serve it until it is unmounted
+(agentfs umount, or SIGTERM/SIGINT to the server: both sync, unmount and exit 0).
+
+Without URL, the embedded default store is used: a local directory in your data
+directory ($XDG_DATA_HOME/agentfs/default, or ~/.local/share/agentfs/default),
+initialized on first use. MOUNTPOINT is created if missing; a stale mount left
+there by a killed server ("transport endpoint is not connected") is cleaned up
+first.
+
+The mount serves in the foreground; with -d/--background, agentfs returns as
+soon as the mount is ready and leaves a server process running (its log is
+mount.log in the cache directory). The server never runs commands inside the
+mount.
+
+Every mount keeps a local cache directory (metadata and data): by default one
+per store URL and branch under $XDG_CACHE_HOME/agentfs/mounts. Mounting again
+with the same cache directory starts where the last mount stopped, including
+after a crash: everything fsynced is there.
+
+Writes reach the blob store by themselves every --checkpoint-interval, on
+` + "`agentfs sync MOUNTPOINT`" + `, and at unmount. One writer per branch: a second
+read-write mount of a branch fails and names the holder; --read-only mounts
+need no lease.
+
+The mount uses allow_other and default_permissions, so containers that
+bind-mount it (docker run -v MOUNTPOINT:/workspace) can use it as any user,
+with the files' modes enforced by the kernel.`,
+		Example: `  agentfs mount ./workspace                      # the default local store
+  agentfs mount -d file:///srv/agentfs/vol /mnt/ws
+  agentfs mount -d --read-only 's3://bucket/ws?region=eu-west-1' /mnt/ro
+  agentfs umount /mnt/ws`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			url, mnt := "", args[len(args)-1]
+			if len(args) == 2 {
+				url = args[0]
+			}
+			return runMount(cmd, url, mnt, f)
+		},
+	}
+	fl := c.Flags()
+	fl.BoolVarP(&f.background, "background", "d", false, "return once the mount is ready, leaving the server running")
+	fl.StringVar(&f.cacheDir, "cache-dir", "", "local cache `DIR` (default: derived from URL and branch under the user cache directory)")
+	fl.BoolVar(&f.readOnly, "read-only", false, "mount read-only (no writer lease; every change fails with EROFS)")
+	fl.Var(byteSizeFlag{&f.cacheSize}, "cache-size", "bound on clean cached data, e.g. 20G (default 10G)")
+	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", 5*time.Second, "how often changes are committed to the store (negative: only on sync and unmount)")
+	fl.StringVar(&f.branch, "branch", snapshot.DefaultBranch, "branch to mount")
+	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request (very verbose)")
+	fl.StringVar(&f.pprof, "pprof", "", "serve Go profiles (net/http/pprof) on this local `ADDR`, e.g. 127.0.0.1:6060")
+	_ = fl.MarkHidden("pprof")
+	fl.StringVar(&f.tune, "tune", "", "override FUSE settings for experiments, e.g. writeback=1,maxwrite=131072 (see scripts/mount-perf.sh)")
+	_ = fl.MarkHidden("tune")
+	fl.IntVar(&f.readyFD, "ready-fd", 0, "internal: report readiness on this descriptor")
+	_ = fl.MarkHidden("ready-fd")
+	return c
+}
+
+// mountTarget is a resolved mount request.
+type mountTarget struct {
+	url       string // as given, or the default store's
+	isDefault bool
+	mnt       string // absolute, symlinks resolved
+	cacheDir  string
+}
+
+// resolveMount fills in the defaults and prepares the mount point: it is
+// created if missing, a stale mount on it is cleaned up, and a live mount
+// on it is an error.
+func resolveMount(ctx context.Context, url, mnt string, f mountFlags, stderr io.Writer) (mountTarget, error) {
+	t := mountTarget{url: url}
+	if t.url == "" {
+		u, err := defaultStoreURL()
+		if err != nil {
+			return t, err
+		}
+		t.url, t.isDefault = u, true
+	}
+	abs, err := filepath.Abs(mnt)
+	if err != nil {
+		return t, err
+	}
+	stale, err := afs.CleanStale(abs)
+	if err != nil {
+		return t, err
+	}
+	if stale {
+		_, _ = fmt.Fprintf(stderr, "agentfs: cleaned up a stale mount on %s (its server had died)\n", abs)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return t, fmt.Errorf("create mount point: %w", err)
+	}
+	if t.mnt, err = filepath.EvalSymlinks(abs); err != nil {
+		return t, fmt.Errorf("mount point: %w", err)
+	}
+	if st, err := os.Stat(t.mnt); err != nil {
+		return t, fmt.Errorf("mount point: %w", err)
+	} else if !st.IsDir() {
+		return t, fmt.Errorf("mount point %s is not a directory", t.mnt)
+	}
+	if on, err := afs.IsMountPoint(t.mnt); err != nil {
+		return t, err
+	} else if on {
+		if c, err := control.Find(ctx, t.mnt); err == nil {
+			info, _ := c.Info(ctx)
+			return t, fmt.Errorf("%s is already an agentfs mount of %s (server pid %d); unmount it first with `agentfs umount %s`",
+				t.mnt, info.URL, info.PID, t.mnt)
+		}
+		return t, fmt.Errorf("%s is already a mount point; unmount it first", t.mnt)
+	}
+	t.cacheDir = f.cacheDir
+	if t.cacheDir == "" {
+		if t.cacheDir, err = defaultCacheDir(t.url, f.branch); err != nil {
+			return t, err
+		}
+	}
+	if t.cacheDir, err = filepath.Abs(t.cacheDir); err != nil {
+		return t, err
+	}
+	if strings.ContainsAny(t.cacheDir, ",\n") {
+		return t, fmt.Errorf("cache dir %q: a comma or newline in its path cannot be named in the mount table; choose another --cache-dir", t.cacheDir)
+	}
+	if within(t.cacheDir, t.mnt) {
+		return t, fmt.Errorf("cache dir %s lies inside the mount point %s; choose another --cache-dir", t.cacheDir, t.mnt)
+	}
+	if err := os.MkdirAll(t.cacheDir, 0o700); err != nil {
+		return t, fmt.Errorf("cache dir: %w", err)
+	}
+	return t, nil
+}
+
+// within reports whether path is dir or lies below it.
+func within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
+}
+
+func runMount(cmd *cobra.Command, url, mnt string, f mountFlags) error {
+	ctx := cmd.Context()
+	stderr := cmd.ErrOrStderr()
+	if f.readyFD > 0 {
+		return serveBackground(ctx, url, mnt, f)
+	}
+	t, err := resolveMount(ctx, url, mnt, f, stderr)
+	if err != nil {
+		return err
+	}
+	if f.background {
+		return startBackground(ctx, t, f, stderr)
+	}
+	lg := newMountLogger(stderr, f.debug)
+	return serveMount(ctx, t, f, lg, func(info control.Info) {
+		_, _ = fmt.Fprintf(stderr, "agentfs: serving %s (branch %s%s) on %s; Ctrl-C or `agentfs umount %s` to unmount\n",
+			info.URL, info.Branch, roSuffix(info.ReadOnly), info.MountPoint, info.MountPoint)
+	})
+}
+
+func roSuffix(ro bool) string {
+	if ro {
+		return ", read-only"
+	}
+	return ""
+}
+
+func newMountLogger(w io.Writer, debug bool) *slog.Logger {
+	level := slog.LevelInfo
+	if debug {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// startBackground runs the server as a new session of this executable and
+// waits until it reports the mount ready (or failed).
+func startBackground(ctx context.Context, t mountTarget, f mountFlags, stderr io.Writer) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the agentfs executable: %w", err)
+	}
+	logPath := filepath.Join(t.cacheDir, "mount.log")
+	if st, err := os.Stat(logPath); err == nil && st.Size() > 16<<20 {
+		_ = os.Rename(logPath, logPath+".1")
+	}
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("mount log: %w", err)
+	}
+	defer logf.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	args := []string{"mount", "--ready-fd=3", "--cache-dir=" + t.cacheDir, "--branch=" + f.branch,
+		"--checkpoint-interval=" + f.checkpointInterval.String()}
+	if f.readOnly {
+		args = append(args, "--read-only")
+	}
+	if f.cacheSize > 0 {
+		args = append(args, "--cache-size="+strconv.FormatInt(f.cacheSize, 10))
+	}
+	if f.debug {
+		args = append(args, "--debug")
+	}
+	if f.pprof != "" {
+		args = append(args, "--pprof="+f.pprof)
+	}
+	if f.tune != "" {
+		args = append(args, "--tune="+f.tune)
+	}
+	args = append(args, t.mnt)
+	c := exec.Command(exe, args...)
+	c.Dir = "/"
+	c.Env = os.Environ()
+	if !t.isDefault {
+		// Through the environment, not argv: a URL may carry credentials,
+		// and any user can read another's command line.
+		c.Env = append(c.Env, mountURLEnv+"="+t.url)
+	}
+	c.Stdout, c.Stderr = logf, logf
+	c.ExtraFiles = []*os.File{w}
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.Start(); err != nil {
+		_ = w.Close()
+		return fmt.Errorf("start the mount server: %w", err)
+	}
+	_ = w.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- c.Wait() }()
+	msg, _ := io.ReadAll(io.LimitReader(r, 64<<10))
+	reply := strings.TrimSpace(string(msg))
+	if reply == "ok" {
+		_, _ = fmt.Fprintf(stderr, "agentfs: mounted %s on %s (server pid %d, log %s)\n",
+			blobDisplay(t.url), t.mnt, c.Process.Pid, logPath)
+		return nil
+	}
+	select {
+	case err := <-exited:
+		if reply == "" {
+			reply = fmt.Sprintf("the mount server exited (%v) before the mount was ready; see %s", err, logPath)
+		}
+	case <-time.After(5 * time.Second):
+		_ = c.Process.Kill()
+		if reply == "" {
+			reply = "the mount server closed its readiness pipe without an answer; see " + logPath
+		}
+	case <-ctx.Done():
+		_ = c.Process.Signal(syscall.SIGTERM)
+		return ctx.Err()
+	}
+	return errors.New(reply)
+}
+
+// mountURLEnv passes the store URL from `agentfs mount -d` to its server.
+const mountURLEnv = "AGENTFS_MOUNT_URL"
+
+// serveBackground is the server side of --background: it serves the mount
+// and tells the parent on fd f.readyFD whether the mount is ready ("ok")
+// or why it failed.
+func serveBackground(ctx context.Context, url, mnt string, f mountFlags) error {
+	if u := os.Getenv(mountURLEnv); u != "" && url == "" {
+		url = u
+		_ = os.Unsetenv(mountURLEnv)
+	}
+	ready := os.NewFile(uintptr(f.readyFD), "ready")
+	if ready == nil {
+		return fmt.Errorf("--ready-fd %d is not open", f.readyFD)
+	}
+	var once sync.Once
+	report := func(msg string) {
+		once.Do(func() {
+			_, _ = io.WriteString(ready, msg+"\n")
+			_ = ready.Close()
+		})
+	}
+	lg := newMountLogger(os.Stderr, f.debug)
+	t, err := resolveMount(ctx, url, mnt, f, os.Stderr)
+	if err == nil {
+		err = serveMount(ctx, t, f, lg, func(info control.Info) {
+			lg.Info("mount ready", "url", info.URL, "branch", info.Branch, "mount_point", info.MountPoint,
+				"cache_dir", info.CacheDir, "read_only", info.ReadOnly)
+			report("ok")
+		})
+	}
+	if err != nil {
+		report(err.Error())
+		lg.Error("mount server failed", "err", err)
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+// blobDisplay shows a store URL without credentials.
+func blobDisplay(url string) string {
+	if i := strings.Index(url, "?"); i >= 0 {
+		url = url[:i]
+	}
+	if i := strings.Index(url, "@"); i >= 0 {
+		if j := strings.Index(url, "://"); j >= 0 && j < i {
+			url = url[:j+3] + url[i+1:]
+		}
+	}
+	return url
+}
+
+// mountd is a served mount: the control server's Backend.
+type mountd struct {
+	vol *cache.Volume
+	srv *afs.Server
+	log *slog.Logger
+
+	gone     chan struct{} // closed when the FUSE server stopped (unmounted)
+	closed   chan struct{} // closed when the volume is closed
+	closeErr error         // set before closed is closed
+}
+
+// Sync commits everything written before.
+func (m *mountd) Sync(ctx context.Context) error { return m.vol.Sync(ctx) }
+
+// Status returns the engine's state.
+func (m *mountd) Status(ctx context.Context) (cache.Status, error) { return m.vol.Status(ctx) }
+
+// Ops returns the FUSE request counters.
+func (m *mountd) Ops() []afs.OpStats { return m.srv.Ops() }
+
+// Unmount syncs, detaches and waits for the volume to close (not with
+// force, which detaches lazily and returns).
+func (m *mountd) Unmount(ctx context.Context, force bool) error {
+	if err := m.vol.Sync(ctx); err != nil && !errors.Is(err, cache.ErrClosed) {
+		if !force {
+			return fmt.Errorf("sync before unmount: %w", err)
+		}
+		m.log.Warn("sync before a forced unmount failed; the cache keeps the changes", "err", err)
+	}
+	if err := m.srv.Unmount(force); err != nil && !errors.Is(err, afs.ErrNotMounted) {
+		return err
+	}
+	if force {
+		return nil
+	}
+	select {
+	case <-m.closed:
+		return m.closeErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// shutdownSyncTimeout bounds the sync a signal asks for: a store that does
+// not answer must not keep the server from unmounting (the cache keeps
+// every change and the next mount uploads it).
+const shutdownSyncTimeout = 2 * time.Minute
+
+// serveMount opens the volume, mounts it, serves the control socket and
+// blocks until the mount is gone: unmounted by the control socket or from
+// outside, or after a signal (ctx is cancelled by SIGINT/SIGTERM). ready is
+// called once the mount is usable.
+func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logger, ready func(control.Info)) error {
+	// The server must never hold a directory of its own mount.
+	if err := os.Chdir("/"); err != nil {
+		return err
+	}
+	if f.pprof != "" {
+		startPprof(f.pprof, lg)
+	}
+	tuning, err := afs.ParseTuning(f.tune)
+	if err != nil {
+		return err
+	}
+	store, repo, err := openRepo(ctx, t.url, t.isDefault)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	defer repo.Close()
+	writeCacheInfo(t.cacheDir, t.url, f.branch)
+	host, _ := os.Hostname()
+	vol, err := cache.Open(ctx, cache.Options{
+		Repo: repo, CacheDir: t.cacheDir, Branch: f.branch, ReadOnly: f.readOnly,
+		CacheSize: f.cacheSize, CheckpointInterval: f.checkpointInterval,
+		Logger: lg, Host: host, MountPoint: t.mnt,
+	})
+	if err != nil {
+		if errors.Is(err, snapshot.ErrLeaseHeld) && !f.readOnly {
+			return fmt.Errorf("%w\n(to look at it while that writer runs: agentfs mount --read-only %s MOUNTPOINT)", err, blobDisplay(t.url))
+		}
+		return err
+	}
+	volClosed := false
+	defer func() {
+		if !volClosed {
+			_ = vol.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	l, err := control.Listen(t.cacheDir)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	srv, err := afs.Mount(t.mnt, vol, afs.Options{
+		FsName:     control.SourcePrefix + t.cacheDir,
+		AllowOther: allowOtherPermitted(),
+		ReadOnly:   f.readOnly,
+		Logger:     lg,
+		Debug:      f.debug,
+		Tuning:     tuning,
+	})
+	if err != nil {
+		return fmt.Errorf("%w (is fuse3 installed and /dev/fuse usable? see scripts/setup-fuse.sh)", err)
+	}
+	m := &mountd{vol: vol, srv: srv, log: lg, gone: make(chan struct{}), closed: make(chan struct{})}
+	go func() { srv.Wait(); close(m.gone) }()
+	mi, err := afs.MountOf(t.mnt)
+	if err != nil || mi.MountPoint != t.mnt {
+		_ = srv.Unmount(true)
+		return fmt.Errorf("the mount on %s does not show in the mount table: %v", t.mnt, err)
+	}
+	info := control.Info{
+		MountPoint: t.mnt, Dev: mi.Dev, URL: repo.URL(), Branch: f.branch, CacheDir: t.cacheDir,
+		ReadOnly: f.readOnly, PID: os.Getpid(), Started: time.Now().UTC(), Version: versionString(),
+	}
+	ctl := control.NewServer(info, m, store.Metrics(), lg)
+	go func() {
+		if err := ctl.Serve(l); err != nil {
+			lg.Error("control socket stopped", "err", err)
+		}
+	}()
+	ready(info)
+
+	select {
+	case <-m.gone:
+		lg.Info("unmounted", "mount_point", t.mnt)
+	case <-ctx.Done():
+		lg.Info("signal received: syncing and unmounting", "mount_point", t.mnt)
+		go forceOnSecondSignal(t.mnt, lg)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownSyncTimeout)
+		if err := vol.Sync(sctx); err != nil {
+			lg.Warn("sync before unmount failed; the cache keeps the changes for the next mount", "err", err)
+		}
+		cancel()
+		if err := srv.Unmount(false); errors.Is(err, afs.ErrBusy) {
+			lg.Warn("mount busy: detaching it lazily; serving its last users until they close their files", "mount_point", t.mnt)
+			err = srv.Unmount(true)
+			if err != nil && !errors.Is(err, afs.ErrNotMounted) {
+				lg.Error("unmount failed", "err", err)
+			}
+		} else if err != nil && !errors.Is(err, afs.ErrNotMounted) {
+			lg.Error("unmount failed", "err", err)
+		}
+		<-m.gone
+	}
+	m.closeErr = vol.Close(context.WithoutCancel(ctx))
+	volClosed = true
+	close(m.closed)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	_ = ctl.Shutdown(sctx)
+	cancel()
+	if m.closeErr != nil {
+		return fmt.Errorf("closing the volume: %w (nothing is lost: mounting again with cache dir %s uploads it)", m.closeErr, t.cacheDir)
+	}
+	lg.Info("volume closed; everything is in the store", "url", repo.URL())
+	return nil
+}
+
+// forceOnSecondSignal exits the server at a second SIGINT/SIGTERM during
+// shutdown, detaching the mount lazily: a shutdown stuck on an
+// unreachable store or on busy users can always be cut short. Nothing
+// fsynced is lost (the cache directory keeps it).
+func forceOnSecondSignal(mnt string, lg *slog.Logger) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	<-ch
+	lg.Warn("second signal: detaching the mount and exiting now", "mount_point", mnt)
+	_ = afs.Unmount(mnt, true)
+	os.Exit(1)
+}
+
+// allowOtherPermitted reports whether this process may mount with
+// allow_other: as root, or with user_allow_other in /etc/fuse.conf.
+func allowOtherPermitted() bool {
+	if os.Geteuid() == 0 {
+		return true
+	}
+	fh, err := os.Open("/etc/fuse.conf")
+	if err != nil {
+		return false
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) == "user_allow_other" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentfs/agentfs/fs/control"
+)
+
+func init() { subcommands = append(subcommands, newSyncCmd) }
+
+func newSyncCmd() *cobra.Command {
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "sync MOUNTPOINT",
+		Short: "Wait until everything written to a mount is in blob storage",
+		Long: `Commit everything written to the mount at MOUNTPOINT before this command
+started, and return once it is in blob storage and reachable from a commit.
+While the store fails, the mount keeps retrying and sync keeps waiting (up to
+--timeout, if given). On a terminal, progress is shown on stderr.`,
+		Example: `  agentfs sync ./workspace
+  agentfs sync --timeout 5m /mnt/ws`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if timeout > 0 {
+				var cancel func()
+				ctx, cancel = contextWithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			c, err := control.Find(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			start := time.Now()
+			var line *statusLine
+			if f, ok := cmd.ErrOrStderr().(*os.File); ok && isTerminal(f) {
+				line = &statusLine{f: f}
+			}
+			if line != nil {
+				err = c.SyncProgress(ctx, 200*time.Millisecond, func(st control.Status) {
+					v := st.Volume
+					msg := fmt.Sprintf("syncing %s: %d files (up to %s) and %d directories waiting",
+						c.MountPoint(), v.DirtyFiles, humanBytes(v.DirtyBytes), v.DirtyDirs)
+					if v.LastError != "" {
+						msg += "; retrying: " + v.LastError
+					}
+					line.set(msg)
+				})
+				line.clear()
+			} else {
+				err = c.Sync(ctx)
+			}
+			if err != nil {
+				return fmt.Errorf("sync %s: %w", c.MountPoint(), err)
+			}
+			st, err := c.Status(ctx)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "synced %s: %s branch %s at commit %d (%s)\n",
+				c.MountPoint(), st.Info.URL, st.Volume.Branch, st.Volume.HeadSeq, time.Since(start).Round(time.Millisecond))
+			return err
+		},
+	}
+	c.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (default: wait as long as it takes)")
+	return c
+}
+
+// statusLine is a one-line progress display on a terminal.
+type statusLine struct {
+	f    *os.File
+	last int
+}
+
+func (l *statusLine) set(s string) {
+	pad := l.last - len(s)
+	l.last = len(s)
+	if pad < 0 {
+		pad = 0
+	}
+	_, _ = fmt.Fprintf(l.f, "\r%s%*s", s, pad, "")
+}
+
+func (l *statusLine) clear() {
+	if l.last > 0 {
+		_, _ = fmt.Fprintf(l.f, "\r%*s\r", l.last, "")
+		l.last = 0
+	}
+}

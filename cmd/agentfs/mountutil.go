@@ -1,0 +1,201 @@
+package main
+
+// Helpers shared by the mount lifecycle commands (init, mount, sync, status,
+// umount): where the embedded default store and the cache directories
+// live, opening a volume, and small formatting helpers.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentfs/agentfs/blobstore"
+	"github.com/agentfs/agentfs/snapshot"
+)
+
+// defaultStoreDir is the directory of the embedded default store:
+// $XDG_DATA_HOME/agentfs/default, or ~/.local/share/agentfs/default.
+func defaultStoreDir() (string, error) {
+	base := os.Getenv("XDG_DATA_HOME")
+	if base == "" || !filepath.IsAbs(base) {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("find the default store: %w (set XDG_DATA_HOME or HOME, or give a store URL)", err)
+		}
+		base = filepath.Join(home, ".local", "share")
+	}
+	return filepath.Join(base, "agentfs", "default"), nil
+}
+
+// defaultStoreURL is the file:// URL of the embedded default store.
+func defaultStoreURL() (string, error) {
+	dir, err := defaultStoreDir()
+	if err != nil {
+		return "", err
+	}
+	return "file://" + dir, nil
+}
+
+// mountCacheRoot is where cache directories are made when --cache-dir is
+// not given: $XDG_CACHE_HOME/agentfs/mounts, or ~/.cache/agentfs/mounts.
+func mountCacheRoot() (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("find the user cache directory: %w (set XDG_CACHE_HOME or HOME, or pass --cache-dir)", err)
+	}
+	return filepath.Join(base, "agentfs", "mounts"), nil
+}
+
+// defaultCacheDir derives the cache directory of a volume and branch: one
+// per (store URL, branch), so remounting finds its cache again. The name
+// is a hash (URLs hold characters paths should not); info.txt inside says
+// what it belongs to.
+func defaultCacheDir(url, branch string) (string, error) {
+	root, err := mountCacheRoot()
+	if err != nil {
+		return "", err
+	}
+	h := sha256.Sum256([]byte(blobstore.DisplayURL(url) + "\x00" + branch))
+	return filepath.Join(root, hex.EncodeToString(h[:8])), nil
+}
+
+// writeCacheInfo notes in the cache directory what it belongs to, for
+// people looking at ~/.cache/agentfs.
+func writeCacheInfo(dir, url, branch string) {
+	text := fmt.Sprintf("agentfs cache directory\nstore:  %s\nbranch: %s\n", blobstore.DisplayURL(url), branch)
+	_ = os.WriteFile(filepath.Join(dir, "info.txt"), []byte(text), 0o600)
+}
+
+// openRepo opens the store at url and the volume in it. With autoInit (the
+// embedded default store), a store without a volume gets one first;
+// otherwise that is an error that says to run `agentfs init`. The caller
+// closes the store.
+func openRepo(ctx context.Context, url string, autoInit bool) (*blobstore.Store, *snapshot.Repo, error) {
+	store, err := blobstore.Open(ctx, url, blobstore.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	repo, err := snapshot.Open(ctx, store)
+	if errors.Is(err, snapshot.ErrNoVolume) && autoInit {
+		if _, err = initVolume(ctx, store); err == nil {
+			repo, err = snapshot.Open(ctx, store)
+		}
+	}
+	if err != nil {
+		_ = store.Close()
+		return nil, nil, err
+	}
+	return store, repo, nil
+}
+
+// initVolume makes store hold a volume with branch main, whose first
+// commit is an empty root directory owned by the calling user (what
+// `agentfs init` does). It finishes a volume whose first commit is missing
+// (an init that was interrupted). created is false if the volume and its
+// branch already existed, which is no error here.
+func initVolume(ctx context.Context, store *blobstore.Store) (created bool, err error) {
+	now := time.Now()
+	repo, err := snapshot.Init(ctx, store, snapshot.NewConfig(now))
+	if errors.Is(err, snapshot.ErrVolumeExists) {
+		repo, err = snapshot.Open(ctx, store)
+	}
+	if err != nil {
+		return false, err
+	}
+	defer repo.Close()
+	if _, err := repo.HeadSeq(ctx, snapshot.DefaultBranch); err == nil {
+		return false, nil
+	} else if !errors.Is(err, snapshot.ErrNoCommits) {
+		return false, err
+	}
+	host, _ := os.Hostname()
+	_, err = repo.CreateBranchEmpty(ctx, snapshot.DefaultBranch, 0o755, uint32(os.Getuid()), uint32(os.Getgid()), now, host, "agentfs init")
+	if errors.Is(err, snapshot.ErrCommitExists) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("create the first commit of %s: %w", store.URL(), err)
+	}
+	return true, nil
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// parseByteSize parses a byte count: a number with an optional unit K, M,
+// G, T (powers of 1024; KiB/KB/k spellings accepted).
+func parseByteSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	u := strings.ToUpper(t)
+	mult := int64(1)
+	for _, sfx := range []struct {
+		s string
+		m int64
+	}{{"TIB", 1 << 40}, {"GIB", 1 << 30}, {"MIB", 1 << 20}, {"KIB", 1 << 10},
+		{"TB", 1 << 40}, {"GB", 1 << 30}, {"MB", 1 << 20}, {"KB", 1 << 10},
+		{"T", 1 << 40}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1}} {
+		if strings.HasSuffix(u, sfx.s) {
+			u, mult = strings.TrimSpace(strings.TrimSuffix(u, sfx.s)), sfx.m
+			break
+		}
+	}
+	n, err := strconv.ParseFloat(u, 64)
+	if err != nil || n < 0 || n*float64(mult) > 1<<62 {
+		return 0, fmt.Errorf("invalid size %q (examples: 512M, 10G, 1T)", s)
+	}
+	return int64(n * float64(mult)), nil
+}
+
+// byteSizeFlag is a pflag.Value for a byte count given as parseByteSize
+// reads it.
+type byteSizeFlag struct{ p *int64 }
+
+func (f byteSizeFlag) String() string {
+	if f.p == nil || *f.p == 0 {
+		return ""
+	}
+	return humanBytes(*f.p)
+}
+
+func (f byteSizeFlag) Set(s string) error {
+	n, err := parseByteSize(s)
+	if err != nil {
+		return err
+	}
+	*f.p = n
+	return nil
+}
+
+func (byteSizeFlag) Type() string { return "size" }
+
+// humanBytes formats a byte count with a binary unit.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n), -1
+	for v >= unit && i < 4 {
+		v /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGTP"[i])
+}
+
+// contextWithTimeout is context.WithTimeout (kept here so the command files
+// need not import context for it).
+func contextWithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d)
+}

@@ -1,0 +1,94 @@
+// Package fs puts an agentfs volume (a cache.Volume, the engine) behind a
+// FUSE mount with go-fuse v2. It is the thin layer between the kernel and
+// the engine: it translates requests and errors and chooses how the kernel
+// caches; the filesystem's behaviour lives in cache/ (and overlay/). It
+// must never import exec/, bench/ or cmd/, and never run commands inside a
+// mount it serves.
+//
+// # Nodes
+//
+// One node type serves every inode (directories, files, symlinks, special
+// files); it embeds fs.Inode and holds nothing but the engine's inode
+// number, which is also the FUSE node ID (go-fuse's ExternalNodeID: the
+// engine never reuses an inode number, so the kernel and the engine name
+// inodes alike and notifications need no table). New inodes are owned by
+// the caller's uid and gid (fuse.Caller), with the mode the kernel passes
+// (umask applied).
+//
+// # Errors
+//
+// Every engine error becomes an errno in Errno (errno.go), one table: a
+// cancelled request is EINTR, every cache error kind has one errno, ENOSPC
+// and EDQUOT of the local disk pass through, anything else is EIO and one
+// log line. A panic in any handler is recovered at the edge (go-fuse's
+// PanicHandler, panicHandler here): logged with its stack, answered EIO.
+//
+// # Kernel caching
+//
+// A volume has one writer, and every change to a mounted volume passes
+// through this machine's kernel, which updates or drops what it caches as
+// it forwards the change. So the mount lets the kernel cache much longer
+// than a loopback may:
+//
+//   - entries, negative entries ("no such file") and attributes for
+//     CacheTimeout (DefaultCacheTimeout, one hour);
+//   - file data across opens (FOPEN_KEEP_CACHE), with explicit data cache
+//     control: the kernel never drops a file's pages just because its
+//     mtime changed;
+//   - directory listings across opens (FOPEN_CACHE_DIR), dropped by any
+//     change of the directory;
+//   - symlink targets (symlinks never change in place).
+//
+// What the engine changes on its own (restoring a snapshot, discarding
+// changes, a read-only mount following its branch) the kernel cannot see:
+// whoever makes such a change calls Server.InvalidateInode,
+// Server.InvalidateEntry or Server.InvalidateAll (go-fuse's NotifyContent
+// and NotifyEntry underneath) once it is done. They must never be called
+// from a FUSE request handler of the same mount: the kernel may need a
+// lock the request holds. Negative entries directly in the root survive
+// InvalidateAll; a change that creates names in the root invalidates them
+// one by one.
+//
+// Writes are write-through: the kernel's write-back cache is off. With it
+// on, every small file cost two more round trips (SETATTR of the times at
+// close and before unlink), 1 GiB sequential writes were no faster, and
+// two ext4 behaviours broke (truncate(2) to the same size must update
+// mtime; syncfs after deleting recently written files failed). It would
+// also weaken the engine's guarantee that a returned write(2) is in the
+// mount's local cache (surviving a kill of the server). Requests carry up
+// to 1 MiB (max_write). FUSE_HANDLE_KILLPRIV_V2 is negotiated, so the
+// kernel does not ask for security.capability before each write; the
+// server drops set-user-ID and set-group-ID bits and capabilities on the
+// writes, truncates and chowns of unprivileged callers instead (raw.go).
+// Reads never update atime (the mount is noatime). The numbers behind
+// these choices are in scripts/mount-perf.sh's output, reported with the
+// commit that made them.
+//
+// # Permissions, containers, locks
+//
+// Mounts use default_permissions (the kernel checks modes, owners and the
+// sticky bit against the attributes the engine reports) and, when the
+// server may, allow_other, so containers that bind-mount the mount work as
+// any user. flock(2), POSIX and OFD locks are left to the kernel (the
+// server does not implement GETLK/SETLK): they work between all processes
+// of this machine, containers included, which are the only ones that can
+// see the mount.
+//
+// # Serving
+//
+// Mount serves a volume; Server.Unmount, Unmount and CleanStale detach
+// mounts (busy ones fail with ErrBusy unless detached lazily), and
+// ReadMountInfo/MountOf read the mount table without touching a mount, so
+// a hung or dead server is detected instead of waited on. A process that
+// serves a mount must not run commands in it: a fork whose working
+// directory, executable or inherited files are on the mount can deadlock
+// the server (go-fuse fs/api.go, "Deadlocks"); agentfs serves every mount
+// from a process of its own.
+//
+// # Limits
+//
+// O_TMPFILE is not supported (EOPNOTSUPP): the engine has no unnamed
+// inodes. fstat of a descriptor of a removed directory reports its last
+// attributes with nlink 0, as ext4 does; a regular file unlinked while
+// only an O_PATH descriptor refers to it is gone (ENOENT).
+package fs

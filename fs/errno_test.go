@@ -1,0 +1,230 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/agentfs/agentfs/cache"
+)
+
+func TestErrno(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("lookup ino 7 %q: %w", "x", err) }
+	cases := []struct {
+		name  string
+		err   error
+		want  syscall.Errno
+		known bool
+	}{
+		{"nil", nil, 0, true},
+		{"canceled", context.Canceled, syscall.EINTR, true},
+		{"deadline", wrap(context.DeadlineExceeded), syscall.EINTR, true},
+		{"canceled wins over a kind", errors.Join(cache.ErrIO, context.Canceled), syscall.EINTR, true},
+		{"not found", wrap(cache.ErrNotFound), syscall.ENOENT, true},
+		{"exists", wrap(cache.ErrExists), syscall.EEXIST, true},
+		{"not empty", wrap(cache.ErrNotEmpty), syscall.ENOTEMPTY, true},
+		{"not dir", wrap(cache.ErrNotDir), syscall.ENOTDIR, true},
+		{"is dir", wrap(cache.ErrIsDir), syscall.EISDIR, true},
+		{"invalid", wrap(cache.ErrInvalid), syscall.EINVAL, true},
+		{"name too long", wrap(cache.ErrNameTooLong), syscall.ENAMETOOLONG, true},
+		{"read-only", wrap(cache.ErrReadOnly), syscall.EROFS, true},
+		{"no attr", wrap(cache.ErrNoAttr), syscall.ENODATA, true},
+		{"range", wrap(cache.ErrRange), syscall.ERANGE, true},
+		{"not supported", wrap(cache.ErrNotSupported), syscall.EOPNOTSUPP, true},
+		{"permission", wrap(cache.ErrPermission), syscall.EPERM, true},
+		{"too big", wrap(cache.ErrFileTooBig), syscall.EFBIG, true},
+		{"loop", wrap(cache.ErrLoop), syscall.ELOOP, true},
+		{"no space", wrap(cache.ErrNoSpace), syscall.ENOSPC, true},
+		{"closed", wrap(cache.ErrClosed), syscall.ENOTCONN, true},
+		{"io", wrap(cache.ErrIO), syscall.EIO, true},
+		{"local disk full", wrap(&os.PathError{Op: "write", Path: "/cache/data/1", Err: syscall.ENOSPC}), syscall.ENOSPC, true},
+		{"local quota", wrap(&os.PathError{Op: "write", Path: "/cache/data/1", Err: syscall.EDQUOT}), syscall.EDQUOT, true},
+		{"raw errno from the engine", wrap(syscall.EBADF), syscall.EIO, false},
+		{"unknown", errors.New("something odd"), syscall.EIO, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, known := Errno(c.err)
+			if got != c.want || known != c.known {
+				t.Errorf("Errno(%v) = %v (%d), known %v; want %v (%d), known %v", c.err, got, got, known, c.want, c.want, c.known)
+			}
+		})
+	}
+}
+
+// TestErrnoCoversEveryKind fails when cache grows an error kind that the
+// table does not map (it would fall through to EIO and a log line).
+func TestErrnoCoversEveryKind(t *testing.T) {
+	kinds := []error{cache.ErrNotFound, cache.ErrExists, cache.ErrNotEmpty, cache.ErrNotDir, cache.ErrIsDir,
+		cache.ErrInvalid, cache.ErrNameTooLong, cache.ErrReadOnly, cache.ErrNoAttr, cache.ErrRange,
+		cache.ErrNotSupported, cache.ErrPermission, cache.ErrFileTooBig, cache.ErrLoop, cache.ErrNoSpace,
+		cache.ErrIO, cache.ErrClosed}
+	seen := map[syscall.Errno]error{}
+	for _, k := range kinds {
+		errno, known := Errno(k)
+		if !known || errno == 0 {
+			t.Errorf("%v: errno %v known %v", k, errno, known)
+		}
+		if prev, dup := seen[errno]; dup {
+			t.Errorf("%v and %v both map to %v", prev, k, errno)
+		}
+		seen[errno] = k
+	}
+}
+
+func TestToErrnoLogs(t *testing.T) {
+	var buf bytes.Buffer
+	fsys := &filesystem{log: slog.New(slog.NewTextHandler(&buf, nil))}
+	if e := fsys.toErrno("lookup", 3, cache.ErrNotFound); e != syscall.ENOENT || buf.Len() != 0 {
+		t.Errorf("known kind: %v, logged %q", e, buf.String())
+	}
+	if e := fsys.toErrno("read", 3, fmt.Errorf("chunk: %w", cache.ErrIO)); e != syscall.EIO || strings.Count(buf.String(), "\n") != 1 {
+		t.Errorf("ErrIO: %v, logged %q", e, buf.String())
+	}
+	buf.Reset()
+	if e := fsys.toErrno("write", 9, errors.New("badger exploded")); e != syscall.EIO {
+		t.Errorf("unknown: %v", e)
+	}
+	if got := buf.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "badger exploded") || !strings.Contains(got, "op=write") || !strings.Contains(got, "ino=9") {
+		t.Errorf("unknown error logged %q, want one line naming the op, inode and error", got)
+	}
+}
+
+func TestPanicHandler(t *testing.T) {
+	var buf bytes.Buffer
+	h := panicHandler(slog.New(slog.NewTextHandler(&buf, nil)))
+	if st := h("boom"); st != fuse.EIO {
+		t.Errorf("status %v, want EIO", st)
+	}
+	if got := buf.String(); !strings.Contains(got, "boom") || !strings.Contains(got, "TestPanicHandler") {
+		t.Errorf("log %q lacks the panic value or the stack", got)
+	}
+}
+
+func TestTimes(t *testing.T) {
+	for _, ns := range []int64{0, 1, 999_999_999, 1_000_000_000, 1_700_000_000_123_456_789, -1, -999_999_999, -1_000_000_000, -86400_000_000_001, 4_400_000_000_000_000_000} {
+		sec, nsec := splitTime(ns)
+		if nsec >= 1e9 {
+			t.Errorf("splitTime(%d): nsec %d out of range", ns, nsec)
+		}
+		if int64(sec)*1e9+int64(nsec) != ns || joinTime(sec, nsec) != ns {
+			t.Errorf("splitTime(%d) = %d, %d; joinTime gives %d", ns, int64(sec), nsec, joinTime(sec, nsec))
+		}
+	}
+}
+
+func TestSetAttrIn(t *testing.T) {
+	in := &fuse.SetAttrIn{}
+	in.Valid = fuse.FATTR_MODE | fuse.FATTR_UID | fuse.FATTR_SIZE | fuse.FATTR_ATIME | fuse.FATTR_ATIME_NOW | fuse.FATTR_MTIME | fuse.FATTR_CTIME
+	in.Mode = 0o104755
+	in.Uid, in.Gid = 1000, 55
+	in.Size = 77
+	in.Mtime, in.Mtimensec = 12, 34
+	in.Ctime, in.Ctimensec = 5, 6
+	s := setAttrIn(in)
+	switch {
+	case s.Mode == nil || *s.Mode != 0o4755:
+		t.Errorf("mode %v", s.Mode)
+	case s.Uid == nil || *s.Uid != 1000 || s.Gid != nil:
+		t.Errorf("uid %v gid %v", s.Uid, s.Gid)
+	case s.Size == nil || *s.Size != 77:
+		t.Errorf("size %v", s.Size)
+	case !s.AtimeNow || s.Atime != nil:
+		t.Errorf("atime now %v, atime %v", s.AtimeNow, s.Atime)
+	case s.MtimeNow || s.Mtime == nil || *s.Mtime != 12_000_000_034:
+		t.Errorf("mtime now %v, mtime %v", s.MtimeNow, s.Mtime)
+	case s.Ctime == nil || *s.Ctime != 5_000_000_006:
+		t.Errorf("ctime %v", s.Ctime)
+	}
+	if s := setAttrIn(&fuse.SetAttrIn{}); s.Mode != nil || s.Uid != nil || s.Gid != nil || s.Size != nil || s.Atime != nil || s.Mtime != nil || s.Ctime != nil || s.AtimeNow || s.MtimeNow {
+		t.Errorf("an empty SETATTR changes %+v", s)
+	}
+}
+
+func TestCopySized(t *testing.T) {
+	v := []byte("value")
+	if n, e := copySized(nil, v); n != 5 || e != 0 {
+		t.Errorf("size query: %d, %v", n, e)
+	}
+	if n, e := copySized(make([]byte, 2), v); n != 5 || e != syscall.ERANGE {
+		t.Errorf("small buffer: %d, %v", n, e)
+	}
+	dst := make([]byte, 10)
+	if n, e := copySized(dst, v); n != 5 || e != 0 || string(dst[:n]) != "value" {
+		t.Errorf("copy: %d, %v, %q", n, e, dst[:n])
+	}
+	if n, e := copySized(dst, nil); n != 0 || e != 0 {
+		t.Errorf("empty value: %d, %v", n, e)
+	}
+}
+
+func TestParseMountInfo(t *testing.T) {
+	const text = `22 1 252:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
+95 22 0:52 / /tmp/a\040b rw,nosuid,nodev,noatime shared:55 - fuse.agentfs agentfs:/root/.cache/agentfs/mounts/x\134y rw,user_id=0,group_id=0,default_permissions,allow_other
+96 22 0:53 / /mnt/plain rw - fuse.loopback /src rw
+garbage line
+`
+	ms := ParseMountInfo([]byte(text))
+	if len(ms) != 3 {
+		t.Fatalf("parsed %d mounts: %+v", len(ms), ms)
+	}
+	want := MountInfo{MountPoint: "/tmp/a b", FSType: "fuse.agentfs", Source: `agentfs:/root/.cache/agentfs/mounts/x\y`, Dev: "0:52"}
+	if ms[1] != want {
+		t.Errorf("got %+v, want %+v", ms[1], want)
+	}
+	for path, ok := range map[string]bool{"/tmp/a b": true, "/tmp/a b/c": true, "/tmp/a bc": false, "/tmp": false} {
+		if within(path, "/tmp/a b") != ok {
+			t.Errorf("within(%q) = %v", path, !ok)
+		}
+	}
+	if !within("/anything", "/") {
+		t.Errorf("everything is within /")
+	}
+}
+
+func TestParseTuning(t *testing.T) {
+	tu, err := ParseTuning("writeback=1, keepcache=0,dircache=0,maxwrite=131072,readahead=4096,background=12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Tuning{Writeback: true, NoKeepCache: true, NoDirCache: true, MaxWrite: 131072, MaxReadAhead: 4096, MaxBackground: 12}
+	if tu != want {
+		t.Errorf("got %+v, want %+v", tu, want)
+	}
+	if tu, err := ParseTuning(""); err != nil || tu != (Tuning{}) {
+		t.Errorf("empty: %+v, %v", tu, err)
+	}
+	if d := (Tuning{}).withDefaults(); d.MaxWrite != maxWrite || d.MaxReadAhead != maxReadAhead || d.MaxBackground != maxBackground || d.Writeback {
+		t.Errorf("defaults: %+v", d)
+	}
+	for _, bad := range []string{"writeback", "maxwrite=-1", "bogus=1", "readahead=x"} {
+		if _, err := ParseTuning(bad); err == nil {
+			t.Errorf("ParseTuning(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestKilledMode(t *testing.T) {
+	for in, want := range map[uint32]uint32{0o4755: 0o755, 0o2755: 0o755, 0o2745: 0o2745, 0o6711: 0o711, 0o644: 0o644, 0o1777: 0o1777} {
+		got, changed := killedMode(in)
+		if got != want || changed != (in != want) {
+			t.Errorf("killedMode(%#o) = %#o, %v; want %#o", in, got, changed, want)
+		}
+	}
+}
+
+func TestKnownXattrNamespace(t *testing.T) {
+	for name, ok := range map[string]bool{"user.a": true, "trusted.x": true, "security.selinux": true, "system.posix_acl_access": true, "bogus.name": false, "user": false, "": false} {
+		if knownXattrNamespace(name) != ok {
+			t.Errorf("knownXattrNamespace(%q) = %v", name, !ok)
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package fs
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/agentfs/agentfs/cache"
+)
+
+// filesystem is what every node of one mount shares.
+type filesystem struct {
+	vol       *cache.Volume
+	log       *slog.Logger
+	readOnly  bool
+	keepCache bool // FOPEN_KEEP_CACHE on file opens
+	dirCache  bool // FOPEN_CACHE_DIR on directory opens
+	ops       opCounters
+
+	tombMu sync.Mutex
+	// tombs holds the last attributes of directories removed while the
+	// kernel still knows them (an open descriptor, a working directory):
+	// the engine forgets a removed directory at once, but fstat of such a
+	// descriptor must still work and report nlink 0, as on ext4. An entry
+	// lives until go-fuse forgets the inode. Guarded by tombMu.
+	tombs map[uint64]cache.Attr
+}
+
+// bury remembers the attributes of removed directory a.
+func (fsys *filesystem) bury(a cache.Attr) {
+	a.Nlink = 0
+	a.Ctime = time.Now().UnixNano()
+	fsys.tombMu.Lock()
+	if fsys.tombs == nil {
+		fsys.tombs = map[uint64]cache.Attr{}
+	}
+	fsys.tombs[a.Ino] = a
+	fsys.tombMu.Unlock()
+}
+
+// tomb returns the remembered attributes of removed directory ino.
+func (fsys *filesystem) tomb(ino uint64) (cache.Attr, bool) {
+	fsys.tombMu.Lock()
+	defer fsys.tombMu.Unlock()
+	a, ok := fsys.tombs[ino]
+	return a, ok
+}
+
+// forget drops what fsys remembers of ino, once the kernel forgot it.
+func (fsys *filesystem) forget(ino uint64) {
+	fsys.tombMu.Lock()
+	delete(fsys.tombs, ino)
+	fsys.tombMu.Unlock()
+}
+
+// openFlags are the FOPEN_* flags of a regular file's open: the kernel
+// keeps the file's page cache across opens, since every write goes through
+// this mount (truncating opens drop it).
+func (fsys *filesystem) openFlags(trunc bool) uint32 {
+	if trunc || !fsys.keepCache {
+		return 0
+	}
+	return fuse.FOPEN_KEEP_CACHE
+}
+
+// dirOpenFlags are the FOPEN_* flags of a directory's open: the kernel
+// caches listings and keeps them across opens, until a change in the
+// directory (through this mount) or an invalidation drops them.
+func (fsys *filesystem) dirOpenFlags() uint32 {
+	if !fsys.dirCache {
+		return 0
+	}
+	return fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package fstest
+
+const raceEnabled = true

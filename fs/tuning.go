@@ -1,0 +1,79 @@
+package fs
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Tuning of the FUSE connection. Each value was measured with
+// scripts/mount-perf.sh against go-fuse's loopback; see fs/doc.go.
+const (
+	maxWrite      = 1 << 20 // bytes per WRITE and READ request
+	maxReadAhead  = 1 << 20 // bytes the kernel reads ahead of a sequential reader
+	maxBackground = 64      // asynchronous requests (read-ahead, write-back) in flight
+)
+
+// Tuning overrides the mount's FUSE settings, which were chosen by
+// measurement (see doc.go). The zero value changes nothing. It exists for
+// the experiments of scripts/mount-perf.sh, not for production use.
+type Tuning struct {
+	// Writeback enables the kernel's write-back cache.
+	Writeback bool
+	// NoKeepCache drops a file's page cache at every open.
+	NoKeepCache bool
+	// NoDirCache makes the kernel read directories from the server at
+	// every listing.
+	NoDirCache bool
+	// MaxWrite, MaxReadAhead and MaxBackground override the request size,
+	// the read-ahead and the asynchronous requests in flight (0: the
+	// defaults).
+	MaxWrite, MaxReadAhead, MaxBackground int
+}
+
+func (t Tuning) withDefaults() Tuning {
+	if t.MaxWrite <= 0 {
+		t.MaxWrite = maxWrite
+	}
+	if t.MaxReadAhead <= 0 {
+		t.MaxReadAhead = maxReadAhead
+	}
+	if t.MaxBackground <= 0 {
+		t.MaxBackground = maxBackground
+	}
+	return t
+}
+
+// ParseTuning reads a Tuning from its text form: comma-separated
+// key=value pairs among writeback=0|1, keepcache=0|1, dircache=0|1,
+// maxwrite=BYTES, readahead=BYTES, background=N.
+func ParseTuning(s string) (Tuning, error) {
+	var t Tuning
+	for kv := range strings.SplitSeq(s, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return t, fmt.Errorf("tuning %q: %q is not a non-negative number", kv, v)
+		}
+		switch k {
+		case "writeback":
+			t.Writeback = n != 0
+		case "keepcache":
+			t.NoKeepCache = n == 0
+		case "dircache":
+			t.NoDirCache = n == 0
+		case "maxwrite":
+			t.MaxWrite = n
+		case "readahead":
+			t.MaxReadAhead = n
+		case "background":
+			t.MaxBackground = n
+		default:
+			return t, fmt.Errorf("tuning %q: unknown key %q", kv, k)
+		}
+	}
+	return t, nil
+}
