@@ -190,9 +190,12 @@ func (r *Repo) DeleteBranch(ctx context.Context, name string, opts DeleteBranchO
 	if err := r.store.Delete(ctx, HeadKey(name)); err != nil {
 		return len(seqs), fmt.Errorf("remove branch %s: head ref: %w", name, err)
 	}
-	err = r.store.Walk(ctx, "leases/"+name+"/", func(o blobstore.ObjectInfo) error {
-		return r.store.Delete(ctx, o.Key)
-	})
+	leases, err := r.listAll(ctx, "leases/"+name+"/")
+	for _, o := range leases {
+		if err == nil {
+			err = r.store.Delete(ctx, o.Key)
+		}
+	}
 	if err != nil {
 		return len(seqs), fmt.Errorf("remove branch %s: leases: %w", name, err)
 	}

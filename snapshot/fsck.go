@@ -128,7 +128,13 @@ type fsck struct {
 	blobs    map[PackID]map[uint64]*fblob // guarded by mu
 	problems []*Problem                   // guarded by mu
 	reads    int                          // guarded by mu
+
+	fullSem chan struct{} // bounds the whole packs held by Full checks
 }
+
+// fullReads bounds the packs a full fsck holds in memory at once: its
+// memory is at most about fullReads × the pack size, plus the walk's.
+const fullReads = 4
 
 func (f *fsck) addProblem(object string, err error) *Problem {
 	p := &Problem{Object: object, Err: err, Message: err.Error(), paths: map[string]map[string]bool{}}
@@ -201,7 +207,7 @@ func (r *Repo) Fsck(ctx context.Context, opts FsckOptions) (FsckReport, error) {
 		return rep, err
 	}
 	for _, n := range names {
-		s, err := r.GetSnapshot(ctx, n)
+		s, err := r.getListedSnapshot(ctx, n)
 		switch {
 		case errors.Is(err, ErrNoSnapshot):
 			continue
@@ -215,14 +221,14 @@ func (r *Repo) Fsck(ctx context.Context, opts FsckOptions) (FsckReport, error) {
 		roots = append(roots, &fsckRoot{label: "snapshot " + n, snapshot: n, tree: s.Tree()})
 	}
 	packs := map[PackID]int64{}
-	err = r.store.Walk(ctx, "packs/", func(o blobstore.ObjectInfo) error {
+	objs2, err := r.listAll(ctx, "packs/")
+	if err != nil {
+		return rep, fmt.Errorf("list packs: %w", err)
+	}
+	for _, o := range objs2 {
 		if id, ok := packOfKey(o.Key); ok {
 			packs[id] = o.Size
 		}
-		return nil
-	})
-	if err != nil {
-		return rep, fmt.Errorf("list packs: %w", err)
 	}
 
 	// 2. Trees.
@@ -415,6 +421,8 @@ func (f *fsck) checkPacks(ctx context.Context, listed map[PackID]int64) (int64, 
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(f.opts.Concurrency)
+	// Whole packs (Full) in memory at once: at most fullReads.
+	f.fullSem = make(chan struct{}, fullReads)
 	for _, id := range ids {
 		g.Go(func() error {
 			v, err := f.checkPack(gctx, id, listed)
@@ -482,6 +490,12 @@ func (f *fsck) checkPack(ctx context.Context, id PackID, listed map[PackID]int64
 	if len(toVerify) == 0 {
 		return 0, nil
 	}
+	select {
+	case f.fullSem <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	defer func() { <-f.fullSem }()
 	data, err := f.r.store.Get(ctx, PackKey(id))
 	if errors.Is(err, blobstore.ErrNotFound) {
 		packProblem(fmt.Errorf("pack %s: %w", id, ErrMissing))

@@ -165,19 +165,19 @@ type retentionPlan struct {
 // listCommitObjects lists every commit object, grouped by branch.
 func (r *Repo) listCommitObjects(ctx context.Context) (map[string][]commitObj, error) {
 	out := map[string][]commitObj{}
-	err := r.store.Walk(ctx, "commits/", func(o blobstore.ObjectInfo) error {
+	objs, err := r.listAll(ctx, "commits/")
+	if err != nil {
+		return nil, fmt.Errorf("list commits: %w", err)
+	}
+	for _, o := range objs {
 		rest := strings.TrimPrefix(o.Key, "commits/")
 		branch, name, ok := strings.Cut(rest, "/")
 		if !ok || strings.Contains(name, "/") {
-			return nil
+			continue
 		}
 		if seq, ok := parseSeq(name); ok {
 			out[branch] = append(out[branch], commitObj{seq: seq, mod: o.ModTime})
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list commits: %w", err)
 	}
 	for _, cs := range out {
 		slices.SortFunc(cs, func(a, b commitObj) int { return cmpU64(a.seq, b.seq) })
@@ -225,14 +225,19 @@ func (r *Repo) planRetention(ctx context.Context, p Retention, now time.Time, gr
 			plan.listed[CommitID{branch, c.seq}] = true
 			c.keep = i == n-1 || p.KeepsAll() ||
 				p.KeepLast > 0 && i >= n-p.KeepLast ||
-				p.KeepWithin > 0 && !c.mod.Before(now.Add(-p.KeepWithin)) ||
-				!cs[min(i+1, n-1)].mod.Before(now.Add(-grace))
+				p.KeepWithin > 0 && !c.mod.Before(now.Add(-p.KeepWithin-clockSlack)) ||
+				!cs[min(i+1, n-1)].mod.Before(now.Add(-grace-clockSlack))
 		}
 		plan.branches = append(plan.branches, branchPlan{name: branch, commits: cs})
 	}
 	slices.SortFunc(plan.branches, func(a, b branchPlan) int { return strings.Compare(a.name, b.name) })
 	return plan, nil
 }
+
+// clockSlack is added to every age gc compares: stores report modification
+// times truncated to the second (S3, GCS), so two of them can differ by up
+// to a second more than the times they stand for.
+const clockSlack = time.Second
 
 // storeNow returns the store's current time: the modification time of a
 // probe object it writes and removes. On failure it returns the local
@@ -292,15 +297,15 @@ func (r *Repo) GC(ctx context.Context, opts GCOptions) (rep GCReport, err error)
 		mod  time.Time
 	}
 	packs := map[PackID]packInfo{}
-	err = r.store.Walk(ctx, "packs/", func(o blobstore.ObjectInfo) error {
+	listed, err := r.listAll(ctx, "packs/")
+	if err != nil {
+		return rep, fmt.Errorf("gc: list packs: %w", err)
+	}
+	for _, o := range listed {
 		if id, ok := packOfKey(o.Key); ok {
 			packs[id] = packInfo{size: o.Size, mod: o.ModTime}
 			rep.BytesTotal += o.Size
 		}
-		return nil
-	})
-	if err != nil {
-		return rep, fmt.Errorf("gc: list packs: %w", err)
 	}
 	rep.PacksTotal = len(packs)
 
@@ -455,7 +460,7 @@ func (r *Repo) GC(ctx context.Context, opts GCOptions) (rep GCReport, err error)
 
 	// 7. Sweep.
 	var victims []PackID
-	cutoff := now.Add(-grace)
+	cutoff := now.Add(-grace - clockSlack)
 	for id, p := range packs {
 		if live[id] > 0 {
 			rep.PacksLive++

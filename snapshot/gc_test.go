@@ -38,10 +38,15 @@ func TestGCSweepsOnlyOldUnreferencedPacks(t *testing.T) {
 		v := newVol(t, url)
 		v.commit("main", map[string]fspec{"a": {Data: "referenced"}})
 		old, oldMod := orphanPack(t, v, "old garbage")
-		time.Sleep(60 * time.Millisecond)
+		// Ages are compared with a second of slack for stores whose
+		// times are truncated to the second: space the packs further.
+		time.Sleep(2100 * time.Millisecond)
 		young, youngMod := orphanPack(t, v, "an upload in progress")
 		grace := time.Hour
-		now := oldMod.Add(grace + youngMod.Sub(oldMod)/2)
+		now := youngMod.Add(grace)
+		if youngMod.Sub(oldMod) <= time.Second {
+			t.Fatalf("packs written %v apart", youngMod.Sub(oldMod))
+		}
 		nPacks, _ := packBytes(t, v.store)
 
 		opts := snapshot.GCOptions{Grace: grace, Now: func() time.Time { return now }, DryRun: true}

@@ -232,13 +232,13 @@ func (r *Repo) DeleteSnapshot(ctx context.Context, name string) error {
 
 // snapshotNames lists the names of the stored snapshot records, sorted.
 func (r *Repo) snapshotNames(ctx context.Context) ([]string, error) {
-	var out []string
-	err := r.store.Walk(ctx, SnapshotPrefix, func(o blobstore.ObjectInfo) error {
-		out = append(out, strings.TrimPrefix(o.Key, SnapshotPrefix))
-		return nil
-	})
+	objs, err := r.listAll(ctx, SnapshotPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("list snapshots: %w", err)
+	}
+	out := make([]string, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, strings.TrimPrefix(o.Key, SnapshotPrefix))
 	}
 	return out, nil
 }
@@ -257,7 +257,7 @@ func (r *Repo) readSnapshots(ctx context.Context) ([]Snapshot, error) {
 	g.SetLimit(16)
 	for i, n := range names {
 		g.Go(func() error {
-			s, err := r.GetSnapshot(gctx, n)
+			s, err := r.getListedSnapshot(gctx, n)
 			if errors.Is(err, ErrNoSnapshot) {
 				return nil
 			}
@@ -278,6 +278,23 @@ func (r *Repo) readSnapshots(ctx context.Context) ([]Snapshot, error) {
 		}
 	}
 	return res, nil
+}
+
+// getListedSnapshot reads a snapshot a listing named. A store whose
+// listings show writes in progress (file:// lists the temporary file of a
+// write) lists objects that vanish a moment later: a record that does not
+// decode is read again after a pause before it is called corrupt.
+func (r *Repo) getListedSnapshot(ctx context.Context, name string) (Snapshot, error) {
+	s, err := r.GetSnapshot(ctx, name)
+	if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrBadName) {
+		return s, err
+	}
+	select {
+	case <-ctx.Done():
+		return s, ctx.Err()
+	case <-time.After(200 * time.Millisecond):
+	}
+	return r.GetSnapshot(ctx, name)
 }
 
 // ListOptions modify ListSnapshots.

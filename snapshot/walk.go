@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/agentfs/agentfs/blobstore"
 )
 
 // Reading whole trees: the path walker (Walk, LookupPath, ReadEntry) that
@@ -372,4 +374,21 @@ func (w *reach) descend(ctx context.Context, g *errgroup.Group, ref BlobRef, own
 		}
 	}
 	return nil
+}
+
+// listAll lists every object under prefix. A listing that fails with
+// not-found raced with a delete on a store whose listings are not atomic
+// (file:// stats each file it lists): it is retried from the start, a few
+// times.
+func (r *Repo) listAll(ctx context.Context, prefix string) ([]blobstore.ObjectInfo, error) {
+	for attempt := 0; ; attempt++ {
+		var out []blobstore.ObjectInfo
+		err := r.store.Walk(ctx, prefix, func(o blobstore.ObjectInfo) error {
+			out = append(out, o)
+			return nil
+		})
+		if err == nil || !errors.Is(err, blobstore.ErrNotFound) || attempt == 4 {
+			return out, err
+		}
+	}
 }

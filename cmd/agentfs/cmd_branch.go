@@ -68,7 +68,8 @@ func newBranchListCmd() *cobra.Command {
 				return writeJSON(out, js)
 			}
 			tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
-			fmt.Fprintln(tw, "BRANCH\tHEAD\tTIME\tKIND\tFILES\tSIZE\tWRITER")
+			ew := &errWriter{w: tw}
+			ew.println("BRANCH\tHEAD\tTIME\tKIND\tFILES\tSIZE\tWRITER")
 			for _, b := range list {
 				writer := "-"
 				if b.Lease != nil && b.Lease.Live {
@@ -78,8 +79,11 @@ func newBranchListCmd() *cobra.Command {
 				if b.Head.ID.Seq > 0 {
 					head = fmt.Sprint(b.Head.ID.Seq)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", b.Name, head, fmtTime(b.Head.Time), b.Head.Kind,
+				ew.printf("%s\t%s\t%s\t%s\t%d\t%s\t%s\n", b.Name, head, fmtTime(b.Head.Time), b.Head.Kind,
 					b.Head.Root.SubFiles, fmtSize(int64(b.Head.Root.SubBytes)), writer)
+			}
+			if ew.Err() != nil {
+				return ew.Err()
 			}
 			return tw.Flush()
 		},

@@ -54,11 +54,12 @@ while volumes are mounted; it exits with status 1 when it finds a problem.`,
 					return err
 				}
 			} else {
+				ew := &errWriter{w: out}
 				for _, p := range rep.Problems {
-					fmt.Fprintf(out, "%s: %s\n", p.Object, p.Message)
+					ew.printf("%s: %s\n", p.Object, p.Message)
 					for i, a := range p.Affected {
 						if i == fsckMaxPaths {
-							fmt.Fprintf(out, "  ... and %d more paths (--json lists them all)\n", len(p.Affected)-i)
+							ew.printf("  ... and %d more paths (--json lists them all)\n", len(p.Affected)-i)
 							break
 						}
 						from := a.From
@@ -66,19 +67,22 @@ while volumes are mounted; it exits with status 1 when it finds a problem.`,
 						if len(from) > 5 {
 							from, more = from[:5], fmt.Sprintf(" and %d more", len(a.From)-5)
 						}
-						fmt.Fprintf(out, "  %s  (in %s%s)\n", a.Path, strings.Join(from, ", "), more)
+						ew.printf("  %s  (in %s%s)\n", a.Path, strings.Join(from, ", "), more)
 					}
 				}
 				mode := "structure"
 				if rep.Full {
 					mode = fmt.Sprintf("structure and %s of data", fmtSize(rep.BytesVerified))
 				}
-				fmt.Fprintf(out, "checked %s: %d branches, %d commits, %d snapshots; %d trees, %d blobs in %d packs (%d unreferenced) in %s\n",
+				ew.printf("checked %s: %d branches, %d commits, %d snapshots; %d trees, %d blobs in %d packs (%d unreferenced) in %s\n",
 					mode, rep.Branches, rep.Commits, rep.Snapshots, rep.Trees, rep.Blobs, rep.Packs, rep.PacksUnreferenced, rep.Duration.Round(time.Millisecond))
 				if rep.OK() {
-					fmt.Fprintln(out, "no problems found")
+					ew.println("no problems found")
 				} else {
-					fmt.Fprintf(out, "%d problems found\n", len(rep.Problems))
+					ew.printf("%d problems found\n", len(rep.Problems))
+				}
+				if ew.Err() != nil {
+					return ew.Err()
 				}
 			}
 			if !rep.OK() {

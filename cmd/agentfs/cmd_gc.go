@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -52,26 +51,27 @@ computes everything and deletes nothing.`,
 			if jsonOut {
 				return writeJSON(out, rep)
 			}
+			ew := &errWriter{w: out}
 			verb := "deleted"
 			if rep.DryRun {
 				verb = "would delete"
-				fmt.Fprintln(out, "dry run: nothing was deleted")
+				ew.println("dry run: nothing was deleted")
 			}
-			fmt.Fprintf(out, "policy: %s (%d branches, %d snapshots)\n", rep.Policy, rep.Branches, rep.Snapshots)
-			fmt.Fprintf(out, "commits: %d kept, %s %d\n", rep.CommitsKept, verb, rep.CommitsPruned)
-			fmt.Fprintf(out, "packs: %d of %s total; %d live, %d too young to delete, %s %d (%s freed)\n",
+			ew.printf("policy: %s (%d branches, %d snapshots)\n", rep.Policy, rep.Branches, rep.Snapshots)
+			ew.printf("commits: %d kept, %s %d\n", rep.CommitsKept, verb, rep.CommitsPruned)
+			ew.printf("packs: %d of %s total; %d live, %d too young to delete, %s %d (%s freed)\n",
 				rep.PacksTotal, fmtSize(rep.BytesTotal), rep.PacksLive, rep.PacksYoung, verb, rep.PacksSwept, fmtSize(rep.BytesFreed))
 			if rep.PartialPacks > 0 {
-				fmt.Fprintf(out, "partly live packs: %d, holding %s of dead data (kept whole)\n", rep.PartialPacks, fmtSize(rep.DeadBytes))
+				ew.printf("partly live packs: %d, holding %s of dead data (kept whole)\n", rep.PartialPacks, fmtSize(rep.DeadBytes))
 			}
 			if rep.NewCommits+rep.NewSnapshots > 0 {
-				fmt.Fprintf(out, "written during gc and kept: %d commits, %d snapshots\n", rep.NewCommits, rep.NewSnapshots)
+				ew.printf("written during gc and kept: %d commits, %d snapshots\n", rep.NewCommits, rep.NewSnapshots)
 			}
 			if rep.MissingPacks > 0 || rep.PackErrors > 0 {
-				fmt.Fprintf(out, "warning: %d referenced packs are missing, %d pack operations failed: run `agentfs fsck %s`\n", rep.MissingPacks, rep.PackErrors, t.URL())
+				ew.printf("warning: %d referenced packs are missing, %d pack operations failed: run `agentfs fsck %s`\n", rep.MissingPacks, rep.PackErrors, t.URL())
 			}
-			_, err = fmt.Fprintf(out, "marked %d trees and %d blobs in %s\n", rep.TreesRead, rep.BlobsMarked, rep.Duration.Round(time.Millisecond))
-			return err
+			ew.printf("marked %d trees and %d blobs in %s\n", rep.TreesRead, rep.BlobsMarked, rep.Duration.Round(time.Millisecond))
+			return ew.Err()
 		},
 	}
 	f := c.Flags()

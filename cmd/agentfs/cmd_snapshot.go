@@ -128,14 +128,18 @@ tree of the volume once (no file data); --no-unique skips that.`,
 				return err
 			}
 			tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSAVED\tCOMMIT\tFILES\tSIZE\tUNIQUE\tKIND\tMESSAGE")
+			ew := &errWriter{w: tw}
+			ew.println("NAME\tSAVED\tCOMMIT\tFILES\tSIZE\tUNIQUE\tKIND\tMESSAGE")
 			for _, s := range list {
 				unique := "-"
 				if s.UniqueBytes >= 0 {
 					unique = fmtSize(s.UniqueBytes)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\t%s\t%s\t%s\n", s.Name, fmtTime(s.Time), s.Commit, s.Files(), fmtSize(int64(s.Bytes())),
+				ew.printf("%s\t%s\t%v\t%d\t%s\t%s\t%s\t%s\n", s.Name, fmtTime(s.Time), s.Commit, s.Files(), fmtSize(int64(s.Bytes())),
 					unique, s.Kind, oneLine(s.Message))
+			}
+			if ew.Err() != nil {
+				return ew.Err()
 			}
 			return tw.Flush()
 		},
@@ -173,17 +177,18 @@ referenced by no other snapshot and no retained commit.`,
 			}
 			defer t.close()
 			var errs []error
+			ew := &errWriter{w: cmd.OutOrStdout()}
 			for _, name := range args[1:] {
 				if err := t.repo.DeleteSnapshot(cmd.Context(), name); err != nil {
 					errs = append(errs, err)
 					continue
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "removed snapshot %s\n", name)
+				ew.printf("removed snapshot %s\n", name)
 			}
 			if len(errs) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "run `agentfs gc %s` to free the space only they used\n", t.URL())
+				ew.printf("run `agentfs gc %s` to free the space only they used\n", t.URL())
 			}
-			return errors.Join(errs...)
+			return errors.Join(append(errs, ew.Err())...)
 		},
 	}
 }
@@ -467,14 +472,14 @@ first.)
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "restored branch %s to %s: new head %v (%d files, %s)\n", branch, args[1], res.Commit.ID,
+			ew := &errWriter{w: cmd.OutOrStdout()}
+			ew.printf("restored branch %s to %s: new head %v (%d files, %s)\n", branch, args[1], res.Commit.ID,
 				res.Commit.Root.SubFiles, fmtSize(int64(res.Commit.Root.SubBytes)))
 			if res.Saved != nil {
-				fmt.Fprintf(out, "the previous state (%v) is snapshot %s; undo with `agentfs snapshot restore %s %s --branch %s`\n",
+				ew.printf("the previous state (%v) is snapshot %s; undo with `agentfs snapshot restore %s %s --branch %s`\n",
 					res.Saved.Commit, res.Saved.Name, t.URL(), res.Saved.Name, branch)
 			}
-			return nil
+			return ew.Err()
 		},
 	}
 	c.Flags().StringVar(&branch, "branch", snapshot.DefaultBranch, "the branch to restore")

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -158,3 +159,25 @@ func fmtTime(t time.Time) string {
 	}
 	return t.Local().Format("2006-01-02 15:04:05")
 }
+
+// errWriter prints to w and keeps the first write error; later prints are
+// dropped. Err returns that error.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) printf(format string, args ...any) {
+	if e.err == nil {
+		_, e.err = fmt.Fprintf(e.w, format, args...)
+	}
+}
+
+func (e *errWriter) println(args ...any) {
+	if e.err == nil {
+		_, e.err = fmt.Fprintln(e.w, args...)
+	}
+}
+
+// Err returns the first write error.
+func (e *errWriter) Err() error { return e.err }

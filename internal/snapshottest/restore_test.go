@@ -12,15 +12,20 @@ import (
 	"testing"
 
 	"github.com/agentfs/agentfs/internal/posixtest"
+	"github.com/agentfs/agentfs/internal/testservices"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
 var urlSeq atomic.Int64
 
-// forEachStore runs f on a fresh mem:// and a fresh file:// store.
+// forEachStore runs f on a fresh mem:// store, file:// directory and S3
+// bucket on MinIO (started once for the three; without MinIO the minio
+// subtest fails under CI and is skipped with the reason elsewhere).
 func forEachStore(t *testing.T, f func(t *testing.T, url string)) {
+	testservices.StartMinIO(t) // keeps the server up across the subtests
 	t.Run("mem", func(t *testing.T) { f(t, fmt.Sprintf("mem://snapshottest-%d-%d", os.Getpid(), urlSeq.Add(1))) })
 	t.Run("file", func(t *testing.T) { f(t, "file://"+t.TempDir()) })
+	t.Run("minio", func(t *testing.T) { f(t, testservices.StartMinIO(t)) })
 }
 
 func randBytes(seed uint64, n int) []byte {
