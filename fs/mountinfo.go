@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // IsMountPoint reports whether dir (absolute, clean) is the mount point of
@@ -26,18 +28,31 @@ func IsMountPoint(dir string) (bool, error) {
 }
 
 // CleanStale checks the directory dir before a mount: if it is the mount
-// point of a FUSE mount whose server is gone (stat fails with ENOTCONN,
+// point of a FUSE mount whose server is gone (statfs fails with ENOTCONN,
 // "transport endpoint is not connected"), it is detached lazily and
-// CleanStale reports true. Any other state of dir is left alone.
+// CleanStale reports true. Any other state of dir is left alone. (stat is
+// no test: the kernel may answer it from its cache after the server died;
+// statfs always asks the server.) A mount whose server is alive but hung
+// makes CleanStale wait with it.
 func CleanStale(dir string) (bool, error) {
-	_, err := os.Stat(dir)
-	if !errors.Is(err, syscall.ENOTCONN) {
+	on, err := IsMountPoint(dir)
+	if err != nil || !on {
+		return false, err
+	}
+	if !IsDisconnected(dir) {
 		return false, nil
 	}
 	if err := Unmount(dir, true); err != nil && !errors.Is(err, ErrNotMounted) {
 		return false, fmt.Errorf("clean up the stale mount on %s: %w", dir, err)
 	}
 	return true, nil
+}
+
+// IsDisconnected reports whether dir lies in a FUSE mount whose server is
+// gone: statfs fails with ENOTCONN.
+func IsDisconnected(dir string) bool {
+	var st unix.Statfs_t
+	return errors.Is(unix.Statfs(dir, &st), syscall.ENOTCONN)
 }
 
 // MountInfo is one line of /proc/self/mountinfo.

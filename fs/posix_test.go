@@ -1,10 +1,15 @@
 package fs_test
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentfs/agentfs/fs/fstest"
 	"github.com/agentfs/agentfs/internal/posixtest"
+	"github.com/agentfs/agentfs/internal/testservices"
 )
 
 // posixExclusions are the checks an agentfs mount does not pass, with the
@@ -15,4 +20,107 @@ var posixExclusions = map[string]string{}
 func TestPOSIXFile(t *testing.T) {
 	m := fstest.Start(t, fstest.Options{})
 	posixtest.Run(t, m.Dir, posixtest.Options{Exclude: posixExclusions})
+}
+
+// TestPOSIXS3 runs the POSIX suite over a mount of an S3 store (MinIO),
+// with checkpoints every 500ms so that uploads run while the checks do.
+func TestPOSIXS3(t *testing.T) {
+	url := testservices.StartMinIO(t)
+	m := fstest.Start(t, fstest.Options{URL: url, Init: true, Args: []string{"--checkpoint-interval=500ms"}})
+	posixtest.Run(t, m.Dir, posixtest.Options{Exclude: posixExclusions})
+	m.Sync(t)
+}
+
+// TestPOSIXReadOnly populates a volume through a read-write mount, unmounts
+// it, and runs the read-only checks through a --read-only mount with a
+// fresh cache directory (everything is read back from the store).
+func TestPOSIXReadOnly(t *testing.T) {
+	rw := fstest.Start(t, fstest.Options{})
+	if err := posixtest.Populate(rw.Dir); err != nil {
+		t.Fatal(err)
+	}
+	rw.Unmount(t)
+	ro := fstest.Start(t, fstest.Options{URL: rw.URL, ReadOnly: true, Dir: filepath.Join(t.TempDir(), "ro")})
+	posixtest.Run(t, ro.Dir, posixtest.Options{ReadOnly: true})
+}
+
+// TestFreshCacheIdentical writes a workspace, syncs and unmounts it, mounts
+// it again with a new cache directory, and compares the two trees: content
+// hashes, modes, owners, all times to the nanosecond, link counts and
+// hard-link groups, symlink targets and xattrs.
+func TestFreshCacheIdentical(t *testing.T) {
+	m := fstest.Start(t, fstest.Options{})
+	writeWorkspace(t, m.Dir)
+	m.Sync(t)
+	before, err := posixtest.ManifestOf(m.Dir, posixtest.ManifestOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Unmount(t)
+	m2 := fstest.Start(t, fstest.Options{URL: m.URL, Dir: filepath.Join(t.TempDir(), "again")})
+	after, err := posixtest.ManifestOf(m2.Dir, posixtest.ManifestOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before) < 1000 {
+		t.Fatalf("the workspace has only %d paths", len(before))
+	}
+	if d := posixtest.Diff(before, after); len(d) > 0 {
+		t.Errorf("the workspace differs after a remount from a fresh cache directory (%d differences):\n%s", len(d), strings.Join(d[:min(len(d), 40)], "\n"))
+	}
+}
+
+// writeWorkspace fills dir with what agents leave behind: the populated
+// tree of posixtest (sizes, modes, sparse and large files, links, a FIFO,
+// xattrs, odd names, fixed times), a git repository when git is present,
+// files owned by another user when running as root, and renamed and
+// deleted paths.
+func writeWorkspace(t *testing.T, dir string) {
+	t.Helper()
+	if err := posixtest.Populate(dir); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "src", "pkg", "deep", "er")
+	if err := os.MkdirAll(src, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		p := filepath.Join(src, "f"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+".go")
+		if err := os.WriteFile(p, []byte(strings.Repeat("package er\n", i+1)), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Rename(filepath.Join(dir, "src", "pkg"), filepath.Join(dir, "src", "lib")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "src", "lib", "deep", "er", "fa.go")); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		p := filepath.Join(dir, "owned-by-1234")
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(p, 1234, 5678); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := exec.LookPath("git"); err == nil {
+		repo := filepath.Join(dir, "repo")
+		if err := os.MkdirAll(repo, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 20 {
+			if err := os.WriteFile(filepath.Join(repo, "file"+string(rune('a'+i))), []byte(strings.Repeat("line\n", i)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-q", "-m", "first"}, {"checkout", "-q", "-b", "topic"}} {
+			cmd := exec.Command("git", append([]string{"-c", "user.email=t@agentfs", "-c", "user.name=t"}, args...)...)
+			cmd.Dir = repo
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("git %v: %v\n%s", args, err, out)
+			}
+		}
+	}
 }

@@ -127,9 +127,22 @@ func resolveMount(ctx context.Context, url, mnt string, f mountFlags, stderr io.
 	if err != nil {
 		return t, err
 	}
-	stale, err := afs.CleanStale(abs)
-	if err != nil {
-		return t, err
+	stale := false
+	if on, _ := afs.IsMountPoint(abs); on {
+		// An agentfs mount whose server does not answer its socket is
+		// stale even while the kernel still answers stat from its cache.
+		if _, ferr := control.Find(ctx, abs); errors.Is(ferr, control.ErrNotRunning) {
+			if err := afs.Unmount(abs, true); err != nil && !errors.Is(err, afs.ErrNotMounted) {
+				return t, fmt.Errorf("clean up the stale mount on %s: %w", abs, err)
+			}
+			stale = true
+		}
+	}
+	if !stale {
+		var err error
+		if stale, err = afs.CleanStale(abs); err != nil {
+			return t, err
+		}
 	}
 	if stale {
 		_, _ = fmt.Fprintf(stderr, "agentfs: cleaned up a stale mount on %s (its server had died)\n", abs)

@@ -103,6 +103,8 @@ type Options struct {
 	// URL of the store; empty means a new file:// store in a temporary
 	// directory, initialized by Start.
 	URL string
+	// Init runs `agentfs init URL` first (for a URL given above).
+	Init bool
 	// CacheDir; empty means a new temporary directory.
 	CacheDir string
 	// Dir is the mount point; empty means a new temporary directory.
@@ -138,9 +140,13 @@ func Setup(t testing.TB, o *Options) (bin string, env []string) {
 	env = append(os.Environ(), "XDG_DATA_HOME="+filepath.Join(base, "xdg-data"), "XDG_CACHE_HOME="+filepath.Join(base, "xdg-cache"))
 	if o.URL == "" {
 		o.URL = "file://" + filepath.Join(base, "store")
+		o.Init = true
+	}
+	if o.Init {
 		if out, err := Run(bin, env, "init", o.URL); err != nil {
 			t.Fatalf("agentfs init %s: %v\n%s", o.URL, err, out)
 		}
+		o.Init = false
 	}
 	if o.CacheDir == "" {
 		o.CacheDir = filepath.Join(base, "cache")
@@ -263,8 +269,11 @@ func (m *Mount) cleanup() {
 		t.Logf("the mount server's log (%s):\n%s", filepath.Join(m.CacheDir, "mount.log"), tail(m.Log(), 200))
 	}
 	if !m.stopped {
-		if out, err := m.Agentfs("umount", "--force", m.Dir); err != nil {
-			t.Errorf("cleanup: agentfs umount --force %s: %v\n%s", m.Dir, err, out)
+		if alive(m.PID) {
+			out, err := m.Agentfs("umount", "--force", m.Dir)
+			if err != nil && alive(m.PID) {
+				t.Errorf("cleanup: agentfs umount --force %s: %v\n%s", m.Dir, err, out)
+			}
 		}
 		if !WaitExit(m.PID, 30*time.Second) {
 			t.Errorf("cleanup: the mount server (pid %d) did not exit; killing it\nlog:\n%s", m.PID, m.Log())

@@ -1,0 +1,162 @@
+package fs_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	afs "github.com/agentfs/agentfs/fs"
+	"github.com/agentfs/agentfs/fs/control"
+	"github.com/agentfs/agentfs/fs/fstest"
+)
+
+// TestKillDuringWriteStorm kills the mount server with SIGKILL while
+// writers are busy, remounts with the same cache directory (which cleans
+// up the stale mount), and checks that every file whose fsync returned is
+// intact, that the mount works, that `agentfs status` is sane and that
+// after a sync everything fsynced is in the store (read back through a
+// fresh cache directory).
+func TestKillDuringWriteStorm(t *testing.T) {
+	m := fstest.Start(t, fstest.Options{Args: []string{"--checkpoint-interval=200ms"}})
+
+	type synced struct {
+		path string
+		sum  [32]byte
+		size int
+	}
+	var (
+		mu   sync.Mutex
+		done []synced
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			dir := filepath.Join(m.Dir, fmt.Sprintf("w%d", w))
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				return
+			}
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				data := make([]byte, rng.IntN(3<<20)+1)
+				for j := range data {
+					data[j] = byte(rng.Uint32())
+				}
+				p := filepath.Join(dir, fmt.Sprintf("f%05d", i))
+				f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+				if err != nil {
+					return // the server is gone
+				}
+				// Several writes per file, some rewriting earlier bytes.
+				if _, err := f.Write(data); err != nil {
+					f.Close()
+					return
+				}
+				if _, err := f.WriteAt(data[:len(data)/3], 0); err != nil {
+					f.Close()
+					return
+				}
+				if err := f.Sync(); err != nil {
+					f.Close()
+					return
+				}
+				mu.Lock()
+				done = append(done, synced{p, sha256.Sum256(data), len(data)})
+				mu.Unlock()
+				f.Close()
+			}
+		})
+	}
+	time.Sleep(3 * time.Second)
+	mu.Lock()
+	n := len(done)
+	mu.Unlock()
+	if n < 10 {
+		close(stop)
+		wg.Wait()
+		t.Fatalf("only %d files were fsynced in 3s; the storm did not get going", n)
+	}
+	m.Kill(t)
+	close(stop)
+	wg.Wait()
+	if !afs.IsDisconnected(m.Dir) {
+		t.Fatalf("the mount of a killed server is not reported disconnected")
+	}
+
+	// Remount on the same mount point and cache directory.
+	m2 := fstest.Start(t, fstest.Options{URL: m.URL, CacheDir: m.CacheDir, Dir: m.Dir})
+	if !bytes.Contains([]byte(m2.Log()), []byte("recovering")) {
+		t.Logf("note: the engine did not log a recovery:\n%s", m2.Log())
+	}
+	check := func(root string) {
+		t.Helper()
+		bad := 0
+		for _, s := range done {
+			p := filepath.Join(root, mustRel(t, m.Dir, s.path))
+			b, err := os.ReadFile(p)
+			if err != nil || len(b) != s.size || sha256.Sum256(b) != s.sum {
+				bad++
+				if bad <= 5 {
+					t.Errorf("fsynced file %s: %d bytes, want %d, error %v", p, len(b), s.size, err)
+				}
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%d of %d fsynced files are damaged under %s", bad, len(done), root)
+		}
+	}
+	check(m2.Dir)
+
+	// The mount works and status is sane.
+	if err := os.WriteFile(filepath.Join(m2.Dir, "after-crash"), []byte("ok"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := m2.Agentfs("status", "--json", m2.Dir)
+	if err != nil {
+		t.Fatalf("agentfs status: %v\n%s", err, out)
+	}
+	var st control.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status JSON: %v\n%s", err, out)
+	}
+	if st.Info.PID != m2.PID || st.Info.MountPoint != m2.Dir || st.Volume.Lease == nil || st.Volume.Lease.PID != m2.PID || st.Volume.ReadOnly {
+		t.Errorf("status after the crash: %+v", st)
+	}
+	m2.Sync(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st2, err := m2.Client(t).Status(ctx)
+	if err != nil || st2.Volume.DirtyFiles != 0 || st2.Volume.DirtyDirs != 0 || st2.Volume.HeadSeq < st.Volume.HeadSeq {
+		t.Errorf("status after sync: %+v, %v", st2.Volume, err)
+	}
+	m2.Unmount(t)
+
+	// Everything fsynced reached the store.
+	m3 := fstest.Start(t, fstest.Options{URL: m.URL, ReadOnly: true, Dir: filepath.Join(t.TempDir(), "fresh")})
+	check(m3.Dir)
+	if b, err := os.ReadFile(filepath.Join(m3.Dir, "after-crash")); err != nil || string(b) != "ok" {
+		t.Errorf("file written after the crash: %q, %v", b, err)
+	}
+}
+
+func mustRel(t *testing.T, base, p string) string {
+	t.Helper()
+	r, err := filepath.Rel(base, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
