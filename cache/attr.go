@@ -144,6 +144,11 @@ const (
 	MaxXattrValue  = 64 << 10
 	MaxXattrsTotal = 1 << 20 // all attributes of one inode together
 	MaxFileSize    = 1 << 50 // 1 PiB
+	// InlineMax is the largest file whose local bytes the engine keeps in
+	// its database rather than in a data file of its own (bounded by the
+	// volume's chunk size): creating a data file costs a filesystem create,
+	// which dominates small-file workloads.
+	InlineMax = 64 << 10
 )
 
 // StatFs is what statfs(2) reports.

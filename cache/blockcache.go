@@ -186,6 +186,21 @@ func (c *blockCache) evictIno(ino uint64) error {
 		return err
 	}
 	path := c.v.dataPath(ino)
+	if rec.Inline {
+		err := c.v.db.Update(func(txn *badger.Txn) error {
+			if !rec.isDirty(0) {
+				if err := txn.Delete(key64(pInline, ino)); err != nil {
+					return err
+				}
+			}
+			return txn.Delete(key64(pPresence, ino))
+		})
+		if err != nil {
+			return err
+		}
+		c.drop(ino)
+		return nil
+	}
 	if len(rec.Dirty) == 0 {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err

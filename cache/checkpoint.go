@@ -357,18 +357,7 @@ func (v *Volume) checkpoint(ctx context.Context, kind, message string) (err erro
 }
 
 // dirtyFiles lists the files with dirty blocks.
-func (v *Volume) dirtyFiles() ([]uint64, error) {
-	var out []uint64
-	err := v.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pDirtyF}, PrefetchValues: false})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			out = append(out, u64(it.Item().Key()[1:]))
-		}
-		return nil
-	})
-	return out, err
-}
+func (v *Volume) dirtyFiles() ([]uint64, error) { return v.dirty.fileList(), nil }
 
 // captureFile reads the dirty blocks of file ino that up does not hold at
 // their current generation, and adds them. With frozen, the caller holds
@@ -391,7 +380,7 @@ func (v *Volume) captureFile(up *uploader, ino uint64, frozen bool) error {
 	if n != nil {
 		n.mu.RLock()
 		defer n.mu.RUnlock()
-		if n.f == nil && len(n.rec.Dirty) > 0 {
+		if !n.rec.Inline && n.f == nil && len(n.rec.Dirty) > 0 {
 			n.mu.RUnlock()
 			n.mu.Lock()
 			_, err := n.file(false)
@@ -403,20 +392,26 @@ func (v *Volume) captureFile(up *uploader, ino uint64, frozen bool) error {
 		}
 		return v.captureBlocks(up, n.rec, n.readLocal)
 	}
-	// Frozen and not open: nobody can write it; read the data file directly.
-	r, err := v.peekInode(ino)
+	// Frozen and not open: nobody can write it; read its bytes directly.
+	var tmp *node
+	err := v.db.View(func(txn *badger.Txn) error {
+		var err error
+		tmp, err = v.loadNode(txn, ino)
+		return err
+	})
 	if errors.Is(err, ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	tmp := &node{v: v, ino: ino}
-	if _, err := tmp.file(false); err != nil {
-		return err
+	if !tmp.rec.Inline {
+		if _, err := tmp.file(false); err != nil {
+			return err
+		}
+		defer tmp.closeFile()
 	}
-	defer tmp.closeFile()
-	return v.captureBlocks(up, r, tmp.readLocal)
+	return v.captureBlocks(up, tmp.rec, tmp.readLocal)
 }
 
 func (v *Volume) captureBlocks(up *uploader, r *inode, read func([]byte, uint64) error) error {
@@ -494,12 +489,10 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 	// The directories to rebuild: marked ones, the parents of files with
 	// dirty blocks, and all their ancestors.
 	todo := map[uint64]bool{}
+	for dir := range v.dirty.dirMarks() {
+		todo[dir] = true
+	}
 	err = v.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pTreeMark}, PrefetchValues: false})
-		for it.Rewind(); it.Valid(); it.Next() {
-			todo[u64(it.Item().Key()[1:])] = true
-		}
-		it.Close()
 		for _, ino := range files {
 			r, err := v.recOf(txn, ino)
 			if errors.Is(err, ErrNotFound) {
@@ -815,11 +808,43 @@ func (v *Volume) diverge(ctx context.Context, c snapshot.Commit) (snapshot.Commi
 }
 
 // apply is phase D: it records the chunks and trees commit c covers.
+//
+// Files first: an open file's blocks are cleared in a transaction of its
+// own, under its lock (its writer may be waiting); files not open cannot
+// change while v.mu is held and go in one batch. Then the directories,
+// under markMu, so that no mark is written between reading and clearing it.
 func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *uploader) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+
+	byIno := map[uint64][]uint64{}
+	up.mu.Lock()
+	for k := range up.blocks {
+		byIno[k.ino] = append(byIno[k.ino], k.b)
+	}
+	up.mu.Unlock()
+	fb := newBatch(v.db)
+	fd := &delta{}
+	for ino, blocks := range byIno {
+		if err := v.applyFile(fb, fd, ino, blocks, up); err != nil {
+			fb.txn.Discard()
+			return err
+		}
+	}
+	if err := fb.flush(); err != nil {
+		return err
+	}
+	v.dirty.apply(fd)
+
+	v.markMu.Lock()
+	defer v.markMu.Unlock()
 	wb := newBatch(v.db)
-	// Directories: their new trees; marks the commit covers are cleared in
+	d := &delta{}
+	covered := func(dir uint64) bool {
+		seq, ok := v.dirty.markSeq(dir)
+		return ok && seq <= res.seq
+	}
+	// The directories' new trees; marks the commit covers are cleared in
 	// the same transaction as the tree they describe.
 	err := v.db.View(func(txn *badger.Txn) error {
 		for ino, bd := range res.dirs {
@@ -831,29 +856,17 @@ func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *uploader) error
 				return err
 			}
 			r.Tree, r.SubFiles, r.SubBytes = bd.ref, bd.subFiles, bd.subBytes
-			covered := true
-			if it, err := txn.Get(key64(pTreeMark, ino)); err == nil {
-				_ = it.Value(func(b []byte) error { covered = u64(b) <= res.seq; return nil })
-			}
 			rec := encodeInode(r)
+			done := covered(ino)
 			wb.op(func(t *badger.Txn) error {
 				if err := t.Set(key64(pInode, ino), rec); err != nil {
 					return err
 				}
-				if covered {
-					return t.Delete(key64(pTreeMark, ino))
+				if done {
+					return clearMark(t, d, ino)
 				}
 				return nil
 			})
-		}
-		if res.linkTable {
-			covered := true
-			if it, err := txn.Get(key64(pTreeMark, linkTableDir)); err == nil {
-				_ = it.Value(func(b []byte) error { covered = u64(b) <= res.seq; return nil })
-			}
-			if covered {
-				wb.del(key64(pTreeMark, linkTableDir))
-			}
 		}
 		return nil
 	})
@@ -861,18 +874,8 @@ func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *uploader) error
 		wb.txn.Discard()
 		return err
 	}
-	// Files: blocks whose generation did not change become clean.
-	byIno := map[uint64][]uint64{}
-	up.mu.Lock()
-	for k := range up.blocks {
-		byIno[k.ino] = append(byIno[k.ino], k.b)
-	}
-	up.mu.Unlock()
-	for ino, blocks := range byIno {
-		if err := v.applyFile(wb, ino, blocks, up); err != nil {
-			wb.txn.Discard()
-			return err
-		}
+	if res.linkTable && covered(linkTableDir) {
+		wb.op(func(t *badger.Txn) error { return clearMark(t, d, linkTableDir) })
 	}
 	v.stateMu.Lock()
 	v.state.Seq = c.ID.Seq
@@ -880,45 +883,43 @@ func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *uploader) error
 	st := v.state
 	v.stateMu.Unlock()
 	wb.op(func(t *badger.Txn) error { return v.saveState(t, st) })
-	return wb.flush()
+	if err := wb.flush(); err != nil {
+		return err
+	}
+	v.dirty.apply(d)
+	return nil
 }
 
-// applyFile marks the captured blocks of one file clean.
-func (v *Volume) applyFile(wb *batch, ino uint64, blocks []uint64, up *uploader) error {
+// applyFile marks the captured blocks of one file clean: committed chunks
+// replace them, and their local bytes stay as cache. Caller holds v.mu.
+func (v *Volume) applyFile(wb *batch, d *delta, ino uint64, blocks []uint64, up *uploader) error {
 	n := v.lookupNode(ino)
 	var r *inode
+	present := map[uint64]bool{}
 	if n != nil {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		r = n.rec.clone()
-	} else {
-		var err error
-		if r, err = v.peekInode(ino); errors.Is(err, ErrNotFound) {
-			return nil
-		} else if err != nil {
-			return err
+		for b := range n.present {
+			present[b] = true
 		}
-	}
-	var present map[uint64]bool
-	if n != nil {
-		present = n.present
 	} else {
-		present = map[uint64]bool{}
 		err := v.db.View(func(txn *badger.Txn) error {
-			it, err := txn.Get(key64(pPresence, ino))
-			if errors.Is(err, badger.ErrKeyNotFound) {
-				return nil
-			}
-			if err != nil {
+			var err error
+			if r, err = readInode(txn, ino); err != nil {
 				return err
 			}
-			return it.Value(func(b []byte) error {
+			b, ok, err := getValue(txn, key64(pPresence, ino))
+			if ok {
 				for _, i := range decodePresence(b) {
 					present[i] = true
 				}
-				return nil
-			})
+			}
+			return err
 		})
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -942,7 +943,6 @@ func (v *Volume) applyFile(wb *batch, ino uint64, blocks []uint64, up *uploader)
 			cached += int64(min(v.chunkSize, r.Size-b*v.chunkSize))
 		}
 		r.removeDirty(b)
-		v.gens.forget(k)
 		changed = true
 	}
 	if !changed {
@@ -950,21 +950,35 @@ func (v *Volume) applyFile(wb *batch, ino uint64, blocks []uint64, up *uploader)
 	}
 	rec := encodeInode(r)
 	pres := encodePresence(present)
-	wb.op(func(t *badger.Txn) error {
+	write := func(t *badger.Txn, d *delta) error {
 		if err := t.Set(key64(pInode, ino), rec); err != nil {
 			return err
 		}
 		if len(r.Dirty) == 0 {
-			if err := t.Delete(key64(pDirtyF, ino)); err != nil {
+			if err := setFileDirty(t, d, ino, false); err != nil {
 				return err
 			}
 		}
 		return t.Set(key64(pPresence, ino), pres)
-	})
+	}
 	if n != nil {
+		// Its own transaction, committed before the file's lock is
+		// released: a write waiting for the lock sees the clean state.
+		if err := v.update(write); err != nil {
+			return err
+		}
 		// Only the chunk map and dirty list changed; memory-only size and
 		// time changes made since the freeze stay pending.
 		n.rec.Chunks, n.rec.Dirty = r.Chunks, r.Dirty
+		n.present = present
+		n.presenceDirty = false
+	} else {
+		wb.op(func(t *badger.Txn) error { return write(t, d) })
+	}
+	for _, b := range blocks {
+		if !r.isDirty(b) {
+			v.gens.forget(blockKey{ino, b})
+		}
 	}
 	v.blocks.add(ino, cached)
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -41,12 +42,11 @@ func TestCrashChild(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 1))
 	out := bufio.NewWriter(os.Stdout)
-	for i := 0; ; i++ {
-		name := fmt.Sprintf("f%03d", rng.IntN(200))
-		data := make([]byte, rng.IntN(3*4096+100))
-		for j := range data {
-			data[j] = byte(rng.Uint32())
-		}
+	say := func(format string, args ...any) {
+		fmt.Fprintf(out, format+"\n", args...)
+		out.Flush()
+	}
+	write := func(name string, data []byte) uint64 {
 		a, err := v.Create(ctx, RootIno, name, 0o644, Cred{}, false, true)
 		if err != nil {
 			t.Fatal(err)
@@ -57,11 +57,33 @@ func TestCrashChild(t *testing.T) {
 		if err := v.Fsync(ctx, a.Ino, false); err != nil {
 			t.Fatal(err)
 		}
+		return a.Ino
+	}
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("f%03d", rng.IntN(200))
+		data := make([]byte, rng.IntN(3*4096+100))
+		for j := range data {
+			data[j] = byte(rng.Uint32())
+		}
 		sum := sha256.Sum256(data)
-		fmt.Fprintf(out, "fsynced %s %s\n", name, hex.EncodeToString(sum[:]))
-		out.Flush()
-		if err := v.Release(ctx, a.Ino); err != nil {
-			t.Fatal(err)
+		hexsum := hex.EncodeToString(sum[:])
+		if rng.IntN(2) == 0 {
+			// Replace atomically, as editors do: write a temporary file,
+			// fsync it, rename it over the target.
+			tmp := fmt.Sprintf("tmp%d", i)
+			ino := write(tmp, data)
+			say("pending %s %s", name, hexsum)
+			if err := v.Rename(ctx, RootIno, tmp, RootIno, name, 0); err != nil {
+				t.Fatal(err)
+			}
+			say("fsynced %s %s", name, hexsum)
+			_ = v.Release(ctx, ino)
+		} else {
+			// Overwrite in place: until the fsync, any content is allowed.
+			say("pending %s *", name)
+			ino := write(name, data)
+			say("fsynced %s %s", name, hexsum)
+			_ = v.Release(ctx, ino)
 		}
 	}
 }
@@ -73,7 +95,8 @@ func TestCrash(t *testing.T) {
 	store := "file://" + t.TempDir()
 	initVolume(t, store, func(c *snapshot.Config) { c.ChunkSize = 4096; c.PackSize = 1 << 20 })
 	dir := t.TempDir()
-	want := map[string]string{}
+	want := map[string]string{}    // the last fsynced content
+	pending := map[string]string{} // a change under way: its content, or "*" for any
 	for round := 0; round < 6; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v")
 		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %d", crashChildEnv, store, dir, round))
@@ -87,12 +110,23 @@ func TestCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 		killAfter := 100 + rand.IntN(400)
+		// A child that stops making progress is a bug: dump its goroutines
+		// (SIGQUIT) and fail.
+		stuck := time.AfterFunc(60*time.Second, func() {
+			_ = cmd.Process.Signal(syscall.SIGQUIT)
+			time.Sleep(2 * time.Second)
+			_ = cmd.Process.Kill()
+		})
 		sc := bufio.NewScanner(stdout)
 		n := 0
 		for sc.Scan() {
 			f := strings.Fields(sc.Text())
+			if len(f) == 3 && f[0] == "pending" {
+				pending[f[1]] = f[2]
+			}
 			if len(f) == 3 && f[0] == "fsynced" {
 				want[f[1]] = f[2]
+				delete(pending, f[1])
 				n++
 				if n == killAfter {
 					_ = cmd.Process.Signal(syscall.SIGKILL)
@@ -100,12 +134,22 @@ func TestCrash(t *testing.T) {
 			}
 		}
 		_ = cmd.Wait()
+		stuck.Stop()
 		if n < killAfter {
 			t.Fatalf("round %d: child stopped after %d files:\n%s", round, n, stderr.String())
 		}
 		// The same cache dir: every fsynced file is there.
 		v := openVolume(t, store, dir)
-		checkFiles(t, v, want)
+		checkFiles(t, v, want, pending)
+		// What the next round expects: what this one found.
+		for name := range pending {
+			if got, ok := fileSum(t, v, name); ok {
+				want[name] = got
+			} else {
+				delete(want, name)
+			}
+		}
+		clear(pending)
 		if err := v.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -118,23 +162,37 @@ func TestCrash(t *testing.T) {
 	if err := v.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	checkFiles(t, openVolume(t, store, ""), want)
+	checkFiles(t, openVolume(t, store, ""), want, nil)
 	checkAllCommits(t, store)
 }
 
-func checkFiles(t *testing.T, v *Volume, want map[string]string) {
+// checkFiles checks that each file has its last fsynced content, or the
+// content of a change that was under way (any content for "*").
+func checkFiles(t *testing.T, v *Volume, want, pending map[string]string) {
 	t.Helper()
-	ctx := context.Background()
 	for name, sum := range want {
-		a, err := v.Lookup(ctx, RootIno, name)
-		if err != nil {
-			t.Fatalf("fsynced file %s: %v", name, err)
+		got, ok := fileSum(t, v, name)
+		if !ok {
+			t.Fatalf("fsynced file %s is missing", name)
 		}
-		got := sha256.Sum256(readFile(t, v, a.Ino))
-		if hex.EncodeToString(got[:]) != sum {
+		if p, isPending := pending[name]; got != sum && !(isPending && (p == "*" || p == got)) {
 			t.Fatalf("fsynced file %s: content differs", name)
 		}
 	}
+}
+
+// fileSum returns the SHA-256 of file name in the root, or false if absent.
+func fileSum(t *testing.T, v *Volume, name string) (string, bool) {
+	t.Helper()
+	a, err := v.Lookup(context.Background(), RootIno, name)
+	if errors.Is(err, ErrNotFound) {
+		return "", false
+	}
+	if err != nil {
+		t.Fatalf("lookup %s: %v", name, err)
+	}
+	sum := sha256.Sum256(readFile(t, v, a.Ino))
+	return hex.EncodeToString(sum[:]), true
 }
 
 // checkAllCommits reads every commit of main and every tree and chunk they

@@ -21,5 +21,7 @@
 // to errno in fs/ alone. This package never imports fs/, overlay/ or FUSE.
 //
 // Lock order: Volume.cpMu (checkpoints) → Volume.mu (namespace) → node.mu
-// (one file's data state) → Volume.nodesMu (the open-node table).
+// (one file's data state) → Volume.markMu (transactions that write tree
+// marks). Volume.nodesMu, stateMu, the dirty set's and the block cache's
+// mutexes are leaves: nothing else is acquired while one is held.
 package cache

@@ -23,11 +23,14 @@ import (
 // the inode; namespace changes read and install it through mop.
 //
 // A block of the file is in one of these states:
-//   - dirty (rec.Dirty): the data file holds its bytes, newer than any chunk;
-//   - present (n.present): clean, and the data file holds the bytes of its
+//   - dirty (rec.Dirty): the local bytes are newer than any chunk;
+//   - present (n.present): clean, and the local bytes are those of its
 //     committed chunk (the block cache);
 //   - remote: it has a committed chunk not present locally;
 //   - a hole: none of the above; it reads as zeros.
+//
+// Local bytes live in a data file of the inode's own, or, for an inline
+// file (rec.Inline: small, only block 0), in n.inline and the database.
 type node struct {
 	v   *Volume
 	ino uint64
@@ -35,9 +38,11 @@ type node struct {
 	mu sync.RWMutex
 	// guarded by mu:
 	rec           *inode
-	memDirty      bool            // rec has size/time changes not yet persisted
-	present       map[uint64]bool // clean blocks held by the data file
+	memDirty      bool            // rec has changes not yet persisted
+	present       map[uint64]bool // clean blocks held locally
 	presenceDirty bool
+	inline        []byte   // inline files: block 0's bytes when present or dirty
+	inlineDirty   bool     // inline holds bytes the database does not
 	f             *os.File // the data file, opened on first need
 
 	lastEnd atomic.Uint64 // end of the last read, for read-ahead
@@ -55,6 +60,54 @@ func (v *Volume) dataPath(ino uint64) string {
 	return filepath.Join(v.dataDir, fmt.Sprintf("%02x", ino&0xff), strconv.FormatUint(ino, 10))
 }
 
+// loadNode reads the state of regular file ino from the database into a
+// new node that is not registered.
+func (v *Volume) loadNode(txn *badger.Txn, ino uint64) (*node, error) {
+	r, err := readInode(txn, ino)
+	if err != nil {
+		return nil, err
+	}
+	switch r.Type {
+	case snapshot.TypeFile:
+	case snapshot.TypeDir:
+		return nil, ErrIsDir
+	default:
+		return nil, ErrInvalid
+	}
+	n := &node{v: v, ino: ino, rec: r, present: map[uint64]bool{}}
+	if b, ok, err := getValue(txn, key64(pPresence, ino)); err != nil {
+		return nil, err
+	} else if ok {
+		for _, idx := range decodePresence(b) {
+			n.present[idx] = true
+		}
+	}
+	if r.Inline && (n.present[0] || r.isDirty(0)) {
+		b, ok, err := getValue(txn, key64(pInline, ino))
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("inline bytes of inode %d are missing: %w", ino, ErrIO)
+		}
+		n.inline = b
+	}
+	return n, nil
+}
+
+// getValue returns a copy of the value of key, or false if it is absent.
+func getValue(txn *badger.Txn, key []byte) ([]byte, bool, error) {
+	it, err := txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	b, err := it.ValueCopy(nil)
+	return b, err == nil, err
+}
+
 // acquireNode returns the node of regular file ino, creating it, and counts
 // one more user. Callers must not hold v.mu.
 func (v *Volume) acquireNode(ino uint64) (*node, error) {
@@ -67,32 +120,11 @@ func (v *Volume) acquireNode(ino uint64) (*node, error) {
 		return n, nil
 	}
 	v.nodesMu.Unlock()
-	n := &node{v: v, ino: ino, present: map[uint64]bool{}}
+	var n *node
 	err := v.db.View(func(txn *badger.Txn) error {
-		r, err := readInode(txn, ino)
-		if err != nil {
-			return err
-		}
-		if r.Type != snapshot.TypeFile {
-			if r.Type == snapshot.TypeDir {
-				return ErrIsDir
-			}
-			return ErrInvalid
-		}
-		n.rec = r
-		it, err := txn.Get(key64(pPresence, ino))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return it.Value(func(b []byte) error {
-			for _, idx := range decodePresence(b) {
-				n.present[idx] = true
-			}
-			return nil
-		})
+		var err error
+		n, err = v.loadNode(txn, ino)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -132,13 +164,13 @@ func (v *Volume) releaseNode(n *node) error {
 	v.nodesMu.Unlock()
 	if orphan {
 		v.mu.Lock()
-		derr := v.db.Update(func(txn *badger.Txn) error {
-			for _, k := range [][]byte{key64(pInode, n.ino), key64(pOrphan, n.ino), key64(pDirtyF, n.ino), key64(pPresence, n.ino)} {
-				if err := txn.Delete(k); err != nil {
+		derr := v.update(func(txn *badger.Txn, d *delta) error {
+			for _, p := range []byte{pInode, pOrphan, pPresence, pInline} {
+				if err := txn.Delete(key64(p, n.ino)); err != nil {
 					return err
 				}
 			}
-			return nil
+			return setFileDirty(txn, d, n.ino, false)
 		})
 		v.mu.Unlock()
 		v.dropData(n.ino)
@@ -154,9 +186,8 @@ func (n *node) closeFile() {
 	}
 }
 
-// file returns the data file, opening (and with create, creating) it.
-// Caller holds n.mu (read lock is enough when create is false and the file
-// is already open; file upgrades are done under the write lock).
+// file returns the data file, opening (and with create, creating) it; nil
+// if it does not exist and create is false. Caller holds n.mu exclusively.
 func (n *node) file(create bool) (*os.File, error) {
 	if n.f != nil {
 		return n.f, nil
@@ -183,37 +214,55 @@ func (n *node) file(create bool) (*os.File, error) {
 	return f, nil
 }
 
+// persistTxn writes n's in-memory changes in txn: the record (marking the
+// tree that holds its entry), inline bytes, presence. Caller holds n.mu and
+// calls persisted after the transaction commits.
+func (v *Volume) persistTxn(txn *badger.Txn, d *delta, n *node) error {
+	if n.memDirty {
+		if err := v.writeFileRec(txn, d, n.rec, true); err != nil {
+			return err
+		}
+	}
+	if n.rec.Inline && (n.inlineDirty || n.presenceDirty) {
+		k := key64(pInline, n.ino)
+		var err error
+		if n.present[0] || n.rec.isDirty(0) {
+			err = txn.Set(k, slices.Clone(n.inline))
+		} else {
+			err = txn.Delete(k)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if n.presenceDirty {
+		k := key64(pPresence, n.ino)
+		if len(n.present) == 0 {
+			return txn.Delete(k)
+		}
+		return txn.Set(k, encodePresence(n.present))
+	}
+	return nil
+}
+
+func (n *node) persisted() { n.memDirty, n.presenceDirty, n.inlineDirty = false, false, false }
+
 // persistNode writes n's in-memory changes to the database. Caller holds
-// n.mu.
+// n.mu exclusively.
 func (v *Volume) persistNode(n *node) error {
-	if !n.memDirty && !n.presenceDirty {
+	if !n.memDirty && !n.presenceDirty && !n.inlineDirty {
 		return nil
 	}
-	err := v.db.Update(func(txn *badger.Txn) error {
-		if n.memDirty {
-			if err := v.writeFileRec(txn, n.rec, true); err != nil {
-				return err
-			}
-		}
-		if n.presenceDirty {
-			k := key64(pPresence, n.ino)
-			if len(n.present) == 0 {
-				return txn.Delete(k)
-			}
-			return txn.Set(k, encodePresence(n.present))
-		}
-		return nil
-	})
-	if err != nil {
+	if err := v.update(func(txn *badger.Txn, d *delta) error { return v.persistTxn(txn, d, n) }); err != nil {
 		return fmt.Errorf("persist inode %d: %w", n.ino, err)
 	}
-	n.memDirty, n.presenceDirty = false, false
+	n.persisted()
 	return nil
 }
 
 // writeFileRec stores file record r with its dirty-file index and, if mark,
 // marks the tree holding its entry.
-func (v *Volume) writeFileRec(txn *badger.Txn, r *inode, mark bool) error {
+func (v *Volume) writeFileRec(txn *badger.Txn, d *delta, r *inode, mark bool) error {
 	if r.Nlink == 0 {
 		if _, err := txn.Get(key64(pInode, r.Ino)); errors.Is(err, badger.ErrKeyNotFound) {
 			return nil // deleted meanwhile
@@ -222,14 +271,11 @@ func (v *Volume) writeFileRec(txn *badger.Txn, r *inode, mark bool) error {
 	if err := txn.Set(key64(pInode, r.Ino), encodeInode(r)); err != nil {
 		return err
 	}
-	var err error
-	if len(r.Dirty) > 0 && r.Nlink > 0 {
-		err = txn.Set(key64(pDirtyF, r.Ino), nil)
-	} else {
-		err = txn.Delete(key64(pDirtyF, r.Ino))
-	}
-	if err != nil || !mark || r.Nlink == 0 {
+	if err := setFileDirty(txn, d, r.Ino, len(r.Dirty) > 0 && r.Nlink > 0); err != nil {
 		return err
+	}
+	if !mark || r.Nlink == 0 {
+		return nil
 	}
 	dir := r.Parent
 	if r.LinkID != 0 {
@@ -237,7 +283,7 @@ func (v *Volume) writeFileRec(txn *badger.Txn, r *inode, mark bool) error {
 	} else if dir == 0 {
 		return nil
 	}
-	return txn.Set(key64(pTreeMark, dir), put64(v.seq.Add(1)))
+	return v.setMark(txn, d, dir)
 }
 
 func encodePresence(p map[uint64]bool) []byte {
@@ -340,7 +386,7 @@ func (v *Volume) Read(ctx context.Context, ino uint64, buf []byte, off uint64) (
 			}
 			continue
 		}
-		if n.f == nil && !opened && (len(n.present) > 0 || len(n.rec.Dirty) > 0) {
+		if !n.rec.Inline && n.f == nil && !opened && (len(n.present) > 0 || len(n.rec.Dirty) > 0) {
 			n.mu.RUnlock()
 			n.mu.Lock()
 			_, err := n.file(false)
@@ -359,7 +405,7 @@ func (v *Volume) Read(ctx context.Context, ino uint64, buf []byte, off uint64) (
 		}
 		seq := n.lastEnd.Swap(end) == off
 		v.blocks.touch(ino)
-		if seq && v.opts.ReadAhead > 0 {
+		if seq && v.opts.ReadAhead > 0 && !n.rec.Inline {
 			v.readAheadFrom(n, last+1)
 		}
 		return cnt, nil
@@ -376,9 +422,17 @@ func (v *Volume) blockRemote(n *node, b uint64) bool {
 	return has
 }
 
-// readLocal reads p at off from the data file; bytes the file lacks read as
+// readLocal reads p at off from the local bytes; bytes not held read as
 // zeros. Caller holds n.mu (read or write).
 func (n *node) readLocal(p []byte, off uint64) error {
+	if n.rec.Inline {
+		got := 0
+		if off < uint64(len(n.inline)) {
+			got = copy(p, n.inline[off:])
+		}
+		clear(p[got:])
+		return nil
+	}
 	if n.f == nil {
 		clear(p)
 		return nil
@@ -392,8 +446,8 @@ func (n *node) readLocal(p []byte, off uint64) error {
 }
 
 // fetchBlock makes block b of n present: it fetches its chunk (once for
-// concurrent callers) and installs it in the data file unless the block
-// changed meanwhile.
+// concurrent callers) and installs it locally unless the block changed
+// meanwhile.
 func (v *Volume) fetchBlock(ctx context.Context, n *node, b uint64) error {
 	n.mu.RLock()
 	ref, has := n.rec.chunk(b)
@@ -412,21 +466,26 @@ func (v *Volume) fetchBlock(ctx context.Context, n *node, b uint64) error {
 	if n.present[b] || n.rec.isDirty(b) || !has || cur != ref {
 		return nil
 	}
-	f, err := n.file(true)
-	if err != nil {
-		return err
-	}
 	// The block's extent in the file: bytes past the chunk read as zeros.
 	start := b * v.chunkSize
 	extent := min(v.chunkSize, n.rec.Size-start)
 	buf := data
 	if uint64(len(buf)) > extent {
 		buf = buf[:extent]
-	} else if uint64(len(buf)) < extent {
-		buf = append(slices.Clip(buf), make([]byte, extent-uint64(len(buf)))...)
 	}
-	if _, err := f.WriteAt(buf, int64(start)); err != nil {
-		return fmt.Errorf("cache data file: %w", err)
+	if n.rec.Inline {
+		n.inline = slices.Clone(buf)
+	} else {
+		if uint64(len(buf)) < extent {
+			buf = append(slices.Clip(buf), make([]byte, extent-uint64(len(buf)))...)
+		}
+		f, err := n.file(true)
+		if err != nil {
+			return err
+		}
+		if _, err := f.WriteAt(buf, int64(start)); err != nil {
+			return fmt.Errorf("cache data file: %w", err)
+		}
 	}
 	n.present[b] = true
 	n.presenceDirty = true
@@ -483,7 +542,7 @@ func (v *Volume) readAheadFrom(n *node, b uint64) {
 }
 
 // Write writes data at offset off of open file ino. It returns when the
-// bytes are in the local data file (not yet durable: see Fsync).
+// bytes are in the local cache (not yet durable: see Fsync).
 func (v *Volume) Write(ctx context.Context, ino uint64, data []byte, off uint64) (int, error) {
 	if v.opts.ReadOnly {
 		return 0, ErrReadOnly
@@ -534,58 +593,110 @@ func (v *Volume) covers(off, end, b, size uint64) bool {
 	return off <= start && end >= stop
 }
 
-// writeLocked marks blocks dirty (persisting the mark before any byte
-// lands, so a crash never leaves unrecorded local bytes) and writes. Caller
-// holds n.mu.
+// dirtyBlock makes block b dirty in n.rec; a clean cached copy stops
+// counting as cache. Caller holds n.mu exclusively and persists.
+func (v *Volume) dirtyBlock(n *node, b uint64) {
+	n.rec.addDirty(b)
+	if n.present[b] {
+		delete(n.present, b)
+		n.presenceDirty = true
+		v.blocks.add(n.ino, -int64(min(v.chunkSize, n.rec.Size-min(n.rec.Size, b*v.chunkSize))))
+	}
+	n.memDirty = true
+}
+
+// writeLocked writes data at off. Caller holds n.mu exclusively and has made
+// every partially written remote block present.
+//
+// Inline files change in memory only (persisted with their record at
+// close, fsync or checkpoint). For data files, a block's dirty mark is
+// persisted before its first byte lands, so a crash never leaves local
+// bytes that nothing records.
 func (v *Volume) writeLocked(n *node, data []byte, off, first, last uint64) error {
-	var fresh []uint64
-	for b := first; b <= last; b++ {
-		if !n.rec.isDirty(b) {
-			fresh = append(fresh, b)
+	end := off + uint64(len(data))
+	if n.rec.Inline && end > v.inlineMax {
+		if err := v.migrate(n); err != nil {
+			return err
 		}
 	}
 	now := v.now().UnixNano()
-	if len(fresh) > 0 {
-		r := n.rec.clone()
-		for _, b := range fresh {
-			r.addDirty(b)
+	if n.rec.Inline {
+		if !n.rec.isDirty(0) {
+			v.dirtyBlock(n, 0)
 		}
-		r.Size = max(r.Size, off+uint64(len(data)))
-		r.Mtime, r.Ctime = now, now
-		if err := v.db.Update(func(txn *badger.Txn) error { return v.writeFileRec(txn, r, true) }); err != nil {
-			return fmt.Errorf("cache database: %w", err)
+		if uint64(len(n.inline)) < end {
+			n.inline = append(n.inline, make([]byte, end-uint64(len(n.inline)))...)
 		}
-		n.rec = r
-		n.memDirty = false
-		for _, b := range fresh {
-			if n.present[b] {
-				delete(n.present, b)
-				n.presenceDirty = true
-				v.blocks.add(n.ino, -int64(min(v.chunkSize, r.Size-b*v.chunkSize)))
+		copy(n.inline[off:], data)
+		n.inlineDirty = true
+	} else {
+		fresh := false
+		for b := first; b <= last; b++ {
+			if !n.rec.isDirty(b) {
+				v.dirtyBlock(n, b)
+				fresh = true
 			}
 		}
-	}
-	f, err := n.file(true)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteAt(data, int64(off)); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		if fresh {
+			n.rec.Size = max(n.rec.Size, end)
+			n.rec.Mtime, n.rec.Ctime = now, now
+			if err := v.update(func(txn *badger.Txn, d *delta) error { return v.persistTxn(txn, d, n) }); err != nil {
+				return fmt.Errorf("cache database: %w", err)
+			}
+			n.persisted()
+		}
+		f, err := n.file(true)
+		if err != nil {
 			return err
 		}
-		return fmt.Errorf("cache data file: %w", err)
+		if _, err := f.WriteAt(data, int64(off)); err != nil {
+			return fmt.Errorf("cache data file: %w", err)
+		}
 	}
 	for b := first; b <= last; b++ {
 		v.gens.bump(blockKey{n.ino, b})
 	}
-	if e := off + uint64(len(data)); e > n.rec.Size {
-		n.rec.Size = e
+	if end > n.rec.Size {
+		n.rec.Size = end
 		n.memDirty = true
 	}
 	if n.rec.Mtime != now {
 		n.rec.Mtime, n.rec.Ctime = now, now
 		n.memDirty = true
 	}
+	return nil
+}
+
+// migrate moves an inline file's bytes to a data file, for good. The data
+// file is complete before the record says so. Caller holds n.mu
+// exclusively.
+func (v *Volume) migrate(n *node) error {
+	f, err := n.file(true)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("cache data file: %w", err)
+	}
+	if len(n.inline) > 0 {
+		if _, err := f.WriteAt(n.inline, 0); err != nil {
+			return fmt.Errorf("cache data file: %w", err)
+		}
+	}
+	n.rec.Inline = false
+	n.memDirty = true
+	err = v.update(func(txn *badger.Txn, d *delta) error {
+		if err := v.persistTxn(txn, d, n); err != nil {
+			return err
+		}
+		return txn.Delete(key64(pInline, n.ino))
+	})
+	if err != nil {
+		n.rec.Inline = true
+		return fmt.Errorf("cache database: %w", err)
+	}
+	n.persisted()
+	n.inline = nil
 	return nil
 }
 
@@ -606,10 +717,10 @@ func (v *Volume) truncate(ctx context.Context, ino uint64, size uint64) error {
 }
 
 func (v *Volume) truncateNode(ctx context.Context, n *node, size uint64) error {
+	bs := v.chunkSize
 	for {
 		n.mu.Lock()
 		old := n.rec.Size
-		bs := v.chunkSize
 		if size < old && size%bs != 0 && v.blockRemote(n, size/bs) {
 			n.mu.Unlock()
 			if err := v.fetchBlock(ctx, n, size/bs); err != nil {
@@ -617,66 +728,75 @@ func (v *Volume) truncateNode(ctx context.Context, n *node, size uint64) error {
 			}
 			continue
 		}
-		r := n.rec.clone()
-		if size < old {
-			keep := (size + bs - 1) / bs // blocks [0, keep) survive
-			r.dropChunksFrom(keep)
-			if size%bs != 0 {
-				r.addDirty(size / bs) // its tail becomes zeros
+		err := v.truncateLocked(n, size)
+		n.mu.Unlock()
+		return err
+	}
+}
+
+// truncateLocked sets the size and persists. Caller holds n.mu exclusively
+// and has made a remote boundary block present.
+func (v *Volume) truncateLocked(n *node, size uint64) error {
+	bs := v.chunkSize
+	if n.rec.Inline && size > v.inlineMax {
+		if err := v.migrate(n); err != nil {
+			return err
+		}
+	}
+	if old := n.rec.Size; size < old {
+		keep := (size + bs - 1) / bs // blocks [0, keep) survive
+		for _, b := range n.rec.Dirty {
+			if b >= keep {
+				v.gens.forget(blockKey{n.ino, b})
 			}
-			for b := range n.present {
-				if b >= keep || (size%bs != 0 && b == size/bs) {
-					delete(n.present, b)
-					n.presenceDirty = true
-					v.blocks.add(n.ino, -int64(min(bs, old-b*bs)))
-				}
+		}
+		for b := range n.present {
+			if b >= keep {
+				delete(n.present, b)
+				n.presenceDirty = true
+				v.blocks.add(n.ino, -int64(min(bs, old-b*bs)))
 			}
-			for _, b := range n.rec.Dirty {
-				if b >= keep {
-					v.gens.forget(blockKey{n.ino, b})
-				}
+		}
+		n.rec.dropChunksFrom(keep)
+		if size%bs != 0 {
+			b := size / bs // its tail becomes zeros
+			if !n.rec.isDirty(b) {
+				v.dirtyBlock(n, b)
 			}
-			if size%bs != 0 {
-				v.gens.bump(blockKey{n.ino, size / bs})
+			v.gens.bump(blockKey{n.ino, b})
+		}
+		if n.rec.Inline {
+			if uint64(len(n.inline)) > size {
+				n.inline = n.inline[:size]
 			}
+			if size == 0 {
+				n.inline = nil
+			}
+			n.inlineDirty = true
+		} else {
 			f, err := n.file(false)
 			if err != nil {
-				n.mu.Unlock()
 				return err
 			}
 			if f != nil {
 				if err := f.Truncate(int64(size)); err != nil {
-					n.mu.Unlock()
 					return fmt.Errorf("cache data file: %w", err)
 				}
 			}
 		}
-		now := v.now().UnixNano()
-		r.Size = size
-		r.Mtime, r.Ctime = now, now
-		err := v.db.Update(func(txn *badger.Txn) error {
-			if err := v.writeFileRec(txn, r, true); err != nil {
-				return err
-			}
-			if n.presenceDirty {
-				n.presenceDirty = false
-				return txn.Set(key64(pPresence, n.ino), encodePresence(n.present))
-			}
-			return nil
-		})
-		if err == nil {
-			n.rec = r
-			n.memDirty = false
-		}
-		n.mu.Unlock()
-		if err != nil {
-			return fmt.Errorf("cache database: %w", err)
-		}
-		return nil
 	}
+	now := v.now().UnixNano()
+	n.rec.Size = size
+	n.rec.Mtime, n.rec.Ctime = now, now
+	n.memDirty = true
+	if err := v.update(func(txn *badger.Txn, d *delta) error { return v.persistTxn(txn, d, n) }); err != nil {
+		return fmt.Errorf("cache database: %w", err)
+	}
+	n.persisted()
+	return nil
 }
 
-// Flush persists the file's in-memory attribute changes (close(2)).
+// Flush persists the file's in-memory changes (close(2)).
 func (v *Volume) Flush(ctx context.Context, ino uint64) error {
 	n := v.lookupNode(ino)
 	if n == nil {

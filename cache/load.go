@@ -128,7 +128,7 @@ func (v *Volume) installDir(ino uint64, tree snapshot.BlobRef, entries []snapsho
 		if err != nil {
 			return err
 		}
-		wb.set(key64(pInode, child), encodeInode(inodeFromEntry(child, ino, e)))
+		wb.set(key64(pInode, child), encodeInode(inodeFromEntry(child, ino, e, v.inlineMax)))
 		wb.set(dentryKey(ino, e.Name), dentryValue(child, e.Type))
 	}
 	rec.Loaded = true

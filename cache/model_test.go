@@ -475,5 +475,8 @@ func TestModel(t *testing.T) {
 		})
 		h.reopen(true)
 		h.check(rt)
+		if err := h.v.Close(h.ctx); err != nil {
+			rt.Fatalf("close: %v", err)
+		}
 	})
 }

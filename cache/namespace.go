@@ -24,6 +24,7 @@ type mop struct {
 	nodes map[uint64]*node  // open files whose lock this op holds
 	marks map[uint64]bool   // directories whose trees must be rewritten
 	after []func()          // run after a successful commit
+	d     delta             // dirty-set changes besides marks
 }
 
 // change runs fn as one namespace change.
@@ -100,17 +101,17 @@ func (o *mop) commit() error {
 			return err
 		}
 	}
-	if len(o.marks) > 0 {
-		seq := put64(o.v.seq.Add(1))
-		for dir := range o.marks {
-			if err := o.txn.Set(key64(pTreeMark, dir), seq); err != nil {
-				return err
-			}
+	o.v.markMu.Lock()
+	defer o.v.markMu.Unlock()
+	for dir := range o.marks {
+		if err := o.v.setMark(o.txn, &o.d, dir); err != nil {
+			return err
 		}
 	}
 	if err := o.txn.Commit(); err != nil {
 		return fmt.Errorf("cache database: %w", err)
 	}
+	o.v.dirty.apply(&o.d)
 	for ino, n := range o.nodes {
 		if o.dirty[ino] {
 			n.rec = o.recs[ino]
@@ -350,7 +351,7 @@ func (o *mop) newInode(dir *inode, name string, t snapshot.EntryType, mode uint3
 	}
 	now := o.v.now().UnixNano()
 	r := &inode{Ino: ino, Type: t, Mode: mode & ModePerm, Uid: cred.Uid, Gid: cred.Gid,
-		Atime: now, Mtime: now, Ctime: now, Nlink: 1, Parent: dir.Ino}
+		Atime: now, Mtime: now, Ctime: now, Nlink: 1, Parent: dir.Ino, Inline: t == snapshot.TypeFile}
 	if dir.Mode&ModeSetgid != 0 {
 		// BSD group semantics in setgid directories, as on ext4.
 		r.Gid = dir.Gid
@@ -542,17 +543,20 @@ func (o *mop) dropName(r *inode) error {
 		// Unlinked while open: the data stays until the last close, and
 		// is no longer anything to upload.
 		o.put(r)
-		if err := o.txn.Delete(key64(pDirtyF, r.Ino)); err != nil {
+		if err := setFileDirty(o.txn, &o.d, r.Ino, false); err != nil {
 			return err
 		}
 		return o.txn.Set(key64(pOrphan, r.Ino), nil)
 	}
 	ino := r.Ino
 	delete(o.dirty, ino)
-	for _, k := range [][]byte{key64(pInode, ino), key64(pDirtyF, ino), key64(pPresence, ino)} {
+	for _, k := range [][]byte{key64(pInode, ino), key64(pPresence, ino), key64(pInline, ino)} {
 		if err := o.txn.Delete(k); err != nil {
 			return err
 		}
+	}
+	if err := setFileDirty(o.txn, &o.d, ino, false); err != nil {
+		return err
 	}
 	o.after = append(o.after, func() { o.v.dropData(ino) })
 	return nil
@@ -610,7 +614,7 @@ func (v *Volume) remove(ctx context.Context, parent uint64, name string, isDir b
 			o.markDir(parent)
 			o.markEntry(dir)
 			if isDir {
-				if err := o.txn.Delete(key64(pTreeMark, ino)); err != nil {
+				if err := clearMark(o.txn, &o.d, ino); err != nil {
 					return err
 				}
 				delete(o.marks, ino)
@@ -743,7 +747,7 @@ func (o *mop) rename(parent uint64, name string, newParent uint64, newName strin
 					return err
 				}
 				dst.Nlink--
-				if err := o.txn.Delete(key64(pTreeMark, tino)); err != nil {
+				if err := clearMark(o.txn, &o.d, tino); err != nil {
 					return err
 				}
 				delete(o.marks, tino)

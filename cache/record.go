@@ -19,6 +19,7 @@ import (
 //	'h' linkID              → ino of the hard-link group
 //	'o' ino                 → (empty) orphan: unlinked while open
 //	'p' ino                 → presence bitmap of clean cached blocks
+//	'v' ino                 → the local bytes of an inline (small) file
 //	'm' name                → volume state (see volume.go)
 const (
 	pInode    = 'i'
@@ -28,6 +29,7 @@ const (
 	pLink     = 'h'
 	pOrphan   = 'o'
 	pPresence = 'p'
+	pInline   = 'v'
 	pMeta     = 'm'
 )
 
@@ -103,6 +105,11 @@ type inode struct {
 	// Regular files.
 	Chunks []snapshot.Chunk // committed chunks, by Index
 	Dirty  []uint64         // sorted block indexes whose local bytes are newer than Chunks
+	// Inline: the file's local bytes (it has only block 0) live in the
+	// database under 'v' ino instead of a data file. Small files start
+	// inline; a file that grows past the inline limit moves to a data file
+	// for good.
+	Inline bool
 }
 
 const recVersion = 1
@@ -142,6 +149,7 @@ func encodeInode(n *inode) []byte {
 	for _, b := range n.Dirty {
 		e.Uvarint(b)
 	}
+	e.Bool(n.Inline)
 	return e.B
 }
 
@@ -182,6 +190,7 @@ func decodeInode(b []byte) (*inode, error) {
 	for i := 0; i < nd; i++ {
 		n.Dirty = append(n.Dirty, d.Uvarint())
 	}
+	n.Inline = d.Bool()
 	d.End()
 	if d.Err() != nil {
 		return nil, fmt.Errorf("inode record: %w: %w", ErrIO, d.Err())
@@ -308,8 +317,8 @@ func (n *inode) entry(name string) snapshot.Entry {
 }
 
 // inodeFromEntry builds the record of a tree entry loaded into directory
-// parent.
-func inodeFromEntry(ino, parent uint64, e *snapshot.Entry) *inode {
+// parent. Files up to inlineMax bytes keep their local bytes inline.
+func inodeFromEntry(ino, parent uint64, e *snapshot.Entry, inlineMax uint64) *inode {
 	n := &inode{
 		Ino: ino, Type: e.Type, Mode: e.Mode, Uid: e.Uid, Gid: e.Gid, Size: e.Size,
 		Atime: e.Atime, Mtime: e.Mtime, Ctime: e.Ctime, Nlink: e.Nlink, Rdev: e.Rdev,
@@ -321,6 +330,7 @@ func inodeFromEntry(ino, parent uint64, e *snapshot.Entry) *inode {
 		n.LinkID = 0
 	case snapshot.TypeFile:
 		n.Chunks = e.Chunks
+		n.Inline = e.Size <= inlineMax
 	}
 	if n.LinkID != 0 {
 		n.Parent = 0

@@ -65,19 +65,9 @@ func (v *Volume) Status(ctx context.Context) (Status, error) {
 	v.nodesMu.Lock()
 	s.OpenFiles = len(v.nodes)
 	v.nodesMu.Unlock()
+	s.DirtyDirs, s.DirtyFiles = v.dirty.counts()
+	files := v.dirty.fileList()
 	err := v.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pTreeMark}, PrefetchValues: false})
-		for it.Rewind(); it.Valid(); it.Next() {
-			s.DirtyDirs++
-		}
-		it.Close()
-		it = txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pDirtyF}, PrefetchValues: false})
-		var files []uint64
-		for it.Rewind(); it.Valid(); it.Next() {
-			files = append(files, u64(it.Item().Key()[1:]))
-		}
-		it.Close()
-		s.DirtyFiles = len(files)
 		for _, ino := range files {
 			if r, err := readInode(txn, ino); err == nil {
 				s.DirtyBytes += int64(len(r.Dirty)) * int64(v.chunkSize)

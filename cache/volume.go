@@ -80,6 +80,7 @@ type Volume struct {
 	opts      Options
 	repo      *snapshot.Repo
 	chunkSize uint64
+	inlineMax uint64 // files up to this size keep their bytes in the database
 	db        *badger.DB
 	dataDir   string
 	log       *slog.Logger
@@ -100,7 +101,9 @@ type Volume struct {
 	stateMu sync.Mutex
 	state   volState // guarded by stateMu
 
-	gens      gens // write generations of dirty blocks
+	gens      gens     // write generations of dirty blocks
+	dirty     dirtySet // in-memory mirror of tree marks and dirty files
+	markMu    sync.Mutex // orders mark-writing transactions against a checkpoint's clearing
 	lease     *snapshot.Lease
 	fetches   singleflight.Group
 	blocks    *blockCache
@@ -167,6 +170,7 @@ func Open(ctx context.Context, opts Options) (*Volume, error) {
 		opts:      opts,
 		repo:      opts.Repo,
 		chunkSize: uint64(opts.Repo.Config().ChunkSize),
+		inlineMax: min(InlineMax, uint64(opts.Repo.Config().ChunkSize)),
 		dataDir:   filepath.Join(opts.CacheDir, "data"),
 		log:       opts.Logger.With("volume", opts.Repo.URL(), "branch", opts.Branch),
 		now:       opts.Clock,
@@ -183,6 +187,9 @@ func Open(ctx context.Context, opts Options) (*Volume, error) {
 		WithDetectConflicts(false). // Volume's locks serialize writers of a key
 		WithNumVersionsToKeep(1).
 		WithMemTableSize(32 << 20).
+		WithNumMemtables(3).
+		WithBlockCacheSize(32 << 20).
+		WithIndexCacheSize(16 << 20).
 		WithValueThreshold(1 << 10).
 		WithNumCompactors(2).
 		WithSyncWrites(false)
@@ -239,6 +246,11 @@ func (v *Volume) init(ctx context.Context) error {
 	if err := v.initCounters(); err != nil {
 		return err
 	}
+	maxSeq, err := v.dirty.load(v.db)
+	if err != nil {
+		return fmt.Errorf("read cache state: %w", err)
+	}
+	v.seq.Store(maxSeq)
 	if !v.opts.ReadOnly {
 		if err := v.acquireLease(ctx); err != nil {
 			return err
@@ -286,13 +298,6 @@ func (v *Volume) initCounters() error {
 			return err
 		}
 		v.inoLimit = v.nextIno
-		var maxSeq uint64
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pTreeMark}})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			_ = it.Item().Value(func(b []byte) error { maxSeq = max(maxSeq, u64(b)); return nil })
-		}
-		v.seq.Store(maxSeq)
 		return nil
 	})
 }
@@ -340,11 +345,12 @@ func (v *Volume) resetNamespace(ctx context.Context, c snapshot.Commit) error {
 			return fmt.Errorf("link table of %v: %w", c.ID, err)
 		}
 	}
-	for _, p := range []byte{pInode, pDentry, pTreeMark, pDirtyF, pLink, pOrphan, pPresence} {
+	for _, p := range []byte{pInode, pDentry, pTreeMark, pDirtyF, pLink, pOrphan, pPresence, pInline} {
 		if err := v.db.DropPrefix([]byte{p}); err != nil {
 			return fmt.Errorf("reset cache: %w", err)
 		}
 	}
+	v.dirty.reset()
 	if err := os.RemoveAll(v.dataDir); err != nil {
 		return fmt.Errorf("reset cache: %w", err)
 	}
@@ -366,7 +372,7 @@ func (v *Volume) resetNamespace(ctx context.Context, c snapshot.Commit) error {
 		if err != nil {
 			return err
 		}
-		wb.set(key64(pInode, ino), encodeInode(inodeFromEntry(ino, 0, e)))
+		wb.set(key64(pInode, ino), encodeInode(inodeFromEntry(ino, 0, e, v.inlineMax)))
 		wb.set(key64(pLink, e.LinkID), put64(ino))
 	}
 	v.stateMu.Lock()
@@ -411,10 +417,12 @@ func (v *Volume) recover() error {
 	}
 	wb := newBatch(v.db)
 	for _, ino := range orphans {
+		v.dirty.apply(&delta{files: map[uint64]bool{ino: false}})
 		wb.del(key64(pOrphan, ino))
 		wb.del(key64(pInode, ino))
 		wb.del(key64(pDirtyF, ino))
 		wb.del(key64(pPresence, ino))
+		wb.del(key64(pInline, ino))
 		_ = os.Remove(v.dataPath(ino))
 	}
 	if err := wb.flush(); err != nil {
@@ -517,21 +525,7 @@ func (v *Volume) setSeq(seq uint64) error {
 }
 
 // hasLocalChanges reports whether anything is waiting to be committed.
-func (v *Volume) hasLocalChanges() (bool, error) {
-	found := false
-	err := v.db.View(func(txn *badger.Txn) error {
-		for _, p := range []byte{pTreeMark, pDirtyF} {
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}, PrefetchValues: false})
-			it.Rewind()
-			if it.Valid() {
-				found = true
-			}
-			it.Close()
-		}
-		return nil
-	})
-	return found, err
-}
+func (v *Volume) hasLocalChanges() (bool, error) { return v.dirty.any(), nil }
 
 // start launches the background work: checkpoints, lease renewal, value-log
 // GC. Close stops them.
