@@ -13,6 +13,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/agentfs/agentfs/internal/testservices"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -214,9 +215,31 @@ func (h *harness) reopen(fresh bool) {
 	h.v = openVolume(h.t, h.url, h.dir)
 }
 
+// TestModel runs the model on every store: mem:// and file:// always, S3 on
+// a real MinIO server (fewer runs: each costs network round trips).
 func TestModel(t *testing.T) {
+	t.Run("mem", func(t *testing.T) { runModel(t, 30, func() string { return testStoreURL(t) }) })
+	t.Run("file", func(t *testing.T) { runModel(t, 20, func() string { return "file://" + t.TempDir() }) })
+	t.Run("s3", func(t *testing.T) {
+		base := testservices.StartMinIO(t)
+		n := 0
+		runModel(t, 20, func() string {
+			n++
+			return urlWithPrefix(base, fmt.Sprintf("model-%d", n))
+		})
+	})
+}
+
+// urlWithPrefix adds a key prefix to a store URL that may have a query.
+func urlWithPrefix(base, prefix string) string {
+	u, q, _ := strings.Cut(base, "?")
+	return strings.TrimSuffix(u, "/") + "/" + prefix + "?" + q
+}
+
+func runModel(t *testing.T, checks int, newURL func() string) {
+	setRapidChecks(t, checks)
 	rapid.Check(t, func(rt *rapid.T) {
-		url := testStoreURL(t)
+		url := newURL()
 		initVolume(t, url, func(c *snapshot.Config) { c.ChunkSize = 4096; c.PackSize = 1 << 20 })
 		h := &harness{t: t, url: url, dir: t.TempDir(), m: &model{root: newMDir()}, ctx: context.Background()}
 		h.v = openVolume(t, url, h.dir)
