@@ -17,6 +17,26 @@ test:
 setup:
 	bash scripts/setup.sh
 
+# Builds agentfs, mounts $(WORKSPACE) on the embedded default store (a local
+# file:// store in ~/.local/share/agentfs/default, created on first use) with
+# a server in the background, uses it, and leaves it mounted for you to play
+# with. Running it again reuses the mount. `bin/agentfs umount ./workspace`
+# syncs and unmounts it.
+run: build
+	@command -v fusermount3 >/dev/null || bash scripts/setup-fuse.sh
+	@$(BIN) status $(WORKSPACE) >/dev/null 2>&1 || $(BIN) mount -d $(WORKSPACE)
+	@echo '$$ echo "hello from agentfs" > $(WORKSPACE)/hello.txt' && echo "hello from agentfs ($$(date -u +%FT%TZ))" > $(WORKSPACE)/hello.txt
+	@echo '$$ mkdir -p $(WORKSPACE)/notes && cp README.md $(WORKSPACE)/notes/' && mkdir -p $(WORKSPACE)/notes && cp README.md $(WORKSPACE)/notes/
+	@echo '$$ ls -l $(WORKSPACE)' && ls -l $(WORKSPACE)
+	@echo '$$ cat $(WORKSPACE)/hello.txt' && cat $(WORKSPACE)/hello.txt
+	@echo '$$ $(BIN) sync $(WORKSPACE)' && $(BIN) sync $(WORKSPACE)
+	@echo '$$ $(BIN) status $(WORKSPACE)' && $(BIN) status $(WORKSPACE)
+	@echo
+	@echo "$(WORKSPACE) stays mounted: use it like any directory, or from a container with"
+	@echo "  docker run --rm -v $$(cd $(WORKSPACE) && pwd):/workspace IMAGE ..."
+	@echo "Unmount it (everything is synced to the store first) with:"
+	@echo "  $(BIN) umount $(WORKSPACE)"
+
 lint:
 	bash scripts/setup-lint.sh && PATH="$${AGENTFS_TOOLS:-$$HOME/.cache/agentfs/tools}:$$PATH" golangci-lint run ./...
 

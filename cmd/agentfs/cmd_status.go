@@ -68,14 +68,14 @@ func writeStatus(w io.Writer, st control.Status, now time.Time) error {
 	}
 	head := fmt.Sprintf("%d", v.HeadSeq)
 	if !v.LastCheckpoint.IsZero() {
-		head += fmt.Sprintf(" (last checkpoint %s ago, took %s; %d commits by this mount)",
+		head += fmt.Sprintf(" (last checkpoint %s ago, took %s; commits by this mount: %d)",
 			now.Sub(v.LastCheckpoint).Round(time.Second), v.LastCheckpointDur.Round(time.Millisecond), v.Commits)
 	}
 	row("head commit", "%s", head)
 	if v.DirtyFiles == 0 && v.DirtyDirs == 0 {
 		row("waiting", "nothing: everything is in the store")
 	} else {
-		row("waiting", "%d files (up to %s) and %d directories to upload", v.DirtyFiles, humanBytes(v.DirtyBytes), v.DirtyDirs)
+		row("waiting", "%d files (up to %s) and %d directories to commit", v.DirtyFiles, humanBytes(v.DirtyBytes), v.DirtyDirs)
 	}
 	row("open files", "%d", v.OpenFiles)
 	row("cache", "%s of %s clean data in %s", humanBytes(v.CacheBytes), humanBytes(v.CacheLimit), v.CacheDir)

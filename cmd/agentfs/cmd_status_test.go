@@ -29,8 +29,8 @@ func TestWriteStatus(t *testing.T) {
 	for _, want := range []string{
 		"mount:        /ws (server pid 42, up 1m30s)",
 		"volume:       s3://bucket/ws branch main (read-write)",
-		"head commit:  7 (last checkpoint 2s ago, took 15ms; 3 commits by this mount)",
-		"waiting:      2 files (up to 3.0 MiB) and 1 directories to upload",
+		"head commit:  7 (last checkpoint 2s ago, took 15ms; commits by this mount: 3)",
+		"waiting:      2 files (up to 3.0 MiB) and 1 directories to commit",
 		"cache:        5.0 GiB of 10.0 GiB clean data in /c",
 		"lease:        writer w1 on host h (pid 42)",
 		"store:        4 PUTs (2.0 KiB up), 1 GETs (10 B down), 0 errors since mount",
