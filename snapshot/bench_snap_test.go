@@ -6,7 +6,9 @@ package snapshot_test
 //
 //	go test -run '^$' -bench Volume50k -benchtime 20x -timeout 30m ./snapshot/
 //
-// AGENTFS_BENCH_STORE=file selects a file:// store instead of mem://. The
+// AGENTFS_BENCH_STORE=file or =minio selects a file:// store or an S3
+// bucket on a local MinIO server instead of mem://; AGENTFS_BENCH_LATENCY=20ms
+// adds that round-trip time to every store call of the benchmarks. The
 // volume is built once (a few seconds) and shared by the sub-benchmarks.
 
 import (
@@ -19,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentfs/agentfs/blobstore"
+	"github.com/agentfs/agentfs/blobstore/faulty"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -34,10 +38,11 @@ type benchVol struct {
 func buildBenchVolume(b *testing.B) *benchVol {
 	b.Helper()
 	start := time.Now()
-	url := stores(b)["mem"]
-	if os.Getenv("AGENTFS_BENCH_STORE") == "file" {
-		url = "file://" + b.TempDir()
+	kind := os.Getenv("AGENTFS_BENCH_STORE")
+	if kind == "" {
+		kind = "mem"
 	}
+	url := storeURL(b, kind)
 	v := newVol(b, url)
 	files := make(map[string]fspec, benchFiles)
 	for i := range benchFiles {
@@ -55,7 +60,28 @@ func buildBenchVolume(b *testing.B) *benchVol {
 		bv.head = v.commit("main", files)
 	}
 	n, size := packBytes(b, v.store)
-	b.Logf("built the %d-file volume (%s) in %v: %d packs, %d MiB", benchFiles, url[:4], time.Since(start).Round(time.Millisecond), n, size>>20)
+	b.Logf("built the %d-file volume (%s) in %v: %d packs, %d MiB", benchFiles, kind, time.Since(start).Round(time.Millisecond), n, size>>20)
+	if lat := os.Getenv("AGENTFS_BENCH_LATENCY"); lat != "" {
+		// Measure through a store that adds a round-trip time to every
+		// call, like a distant S3 or GCS endpoint.
+		d, err := time.ParseDuration(lat)
+		if err != nil {
+			b.Fatalf("AGENTFS_BENCH_LATENCY: %v", err)
+		}
+		s, err := blobstore.Open(context.Background(), url, blobstore.Options{
+			WrapDriver: func(drv blobstore.Driver) blobstore.Driver { return faulty.New(drv, faulty.Options{Latency: d}) }})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = s.Close() })
+		r, err := snapshot.Open(context.Background(), s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(r.Close)
+		v.store, v.r = s, r
+		b.Logf("every store call of the benchmarks waits %v more", d)
+	}
 	return bv
 }
 

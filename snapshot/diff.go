@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -103,7 +104,14 @@ func (c Change) Sizes() (before, after uint64) {
 // their directories, plus both link tables. An error from fn stops Diff and
 // is returned.
 func (r *Repo) Diff(ctx context.Context, a, b TreeRoot, fn func(Change) error) error {
-	d := &differ{r: r, fn: fn}
+	pctx, cancel := context.WithCancel(ctx)
+	pf := &prefetcher{r: r, ctx: pctx, sem: make(chan struct{}, prefetchReads),
+		m: map[Hash]*treeRead{}, started: map[Hash]bool{}, budget: prefetchBudget}
+	defer func() {
+		cancel()
+		pf.wg.Wait()
+	}()
+	d := &differ{r: r, fn: fn, pf: pf}
 	var err error
 	if d.lta, err = r.ReadLinkTable(ctx, a.Links); err != nil {
 		return err
@@ -138,6 +146,131 @@ type differ struct {
 	fn           func(Change) error
 	lta, ltb     LinkTable
 	changedLinks map[uint64]bool // hard-link groups whose file differs
+	pf           *prefetcher
+}
+
+// prefetcher reads ahead the trees a diff will need: when a pair of
+// directories differs, the pairs of their subdirectories that differ are
+// read too, recursively, so that a diff costs about one store round trip
+// per level of the tree rather than one per changed directory. At most
+// prefetchBudget trees are held read but not yet used; the rest are read
+// when needed.
+//
+// Lock order: prefetcher.mu only, never held across a store call.
+type prefetcher struct {
+	r   *Repo
+	ctx context.Context // cancelled when the diff returns
+	sem chan struct{}   // bounds the reads in flight
+
+	wg sync.WaitGroup // the read-ahead goroutines; Diff waits for them
+
+	mu      sync.Mutex
+	m       map[Hash]*treeRead // guarded by mu: read ahead, not yet used
+	started map[Hash]bool      // guarded by mu: every tree ever read ahead
+	budget  int                // guarded by mu
+}
+
+type treeRead struct {
+	done    chan struct{}
+	entries []Entry
+	err     error
+}
+
+const (
+	prefetchBudget = 256
+	prefetchReads  = 16
+)
+
+// start begins reading ref unless it is being read or the budget is spent.
+func (p *prefetcher) start(ref BlobRef) *treeRead {
+	p.mu.Lock()
+	if tr, ok := p.m[ref.Hash]; ok || p.started[ref.Hash] || p.budget == 0 {
+		p.mu.Unlock()
+		return tr
+	}
+	tr := &treeRead{done: make(chan struct{})}
+	p.m[ref.Hash] = tr
+	p.started[ref.Hash] = true
+	p.budget--
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer close(tr.done)
+		select {
+		case p.sem <- struct{}{}:
+		case <-p.ctx.Done():
+			tr.err = p.ctx.Err()
+			return
+		}
+		tr.entries, tr.err = p.r.ReadTree(p.ctx, ref)
+		<-p.sem
+	}()
+	return tr
+}
+
+// startPair reads a differing pair of directories and, once both are read,
+// the differing pairs of their subdirectories.
+func (p *prefetcher) startPair(a, b BlobRef) {
+	ta, tb := p.start(a), p.start(b)
+	if ta == nil || tb == nil {
+		return
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for _, tr := range []*treeRead{ta, tb} {
+			select {
+			case <-tr.done:
+			case <-p.ctx.Done():
+				return
+			}
+		}
+		if ta.err != nil || tb.err != nil {
+			return
+		}
+		i, j := 0, 0
+		for i < len(ta.entries) && j < len(tb.entries) {
+			ea, eb := &ta.entries[i], &tb.entries[j]
+			switch {
+			case ea.Name < eb.Name:
+				i++
+			case ea.Name > eb.Name:
+				j++
+			default:
+				if ea.Type == TypeDir && eb.Type == TypeDir && ea.Tree.Hash != eb.Tree.Hash {
+					p.startPair(ea.Tree, eb.Tree)
+				}
+				i++
+				j++
+			}
+		}
+	}()
+}
+
+// get returns the entries of ref, prefetched or read now.
+func (p *prefetcher) get(ctx context.Context, ref BlobRef) ([]Entry, error) {
+	p.mu.Lock()
+	tr := p.m[ref.Hash]
+	if tr != nil {
+		delete(p.m, ref.Hash)
+		p.budget++
+	}
+	p.mu.Unlock()
+	if tr == nil {
+		return p.r.ReadTree(ctx, ref)
+	}
+	select {
+	case <-tr.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if tr.err != nil {
+		// A prefetch cancelled or failed: read again, reporting this
+		// read's own error.
+		return p.r.ReadTree(ctx, ref)
+	}
+	return tr.entries, nil
 }
 
 func (d *differ) dirs(ctx context.Context, ta, tb BlobRef, dir string) error {
@@ -150,13 +283,14 @@ func (d *differ) dirs(ctx context.Context, ta, tb BlobRef, dir string) error {
 		}
 		return d.scanLinks(ctx, ta, dir)
 	}
-	ea, err := d.r.ReadTree(ctx, ta)
-	if err != nil {
-		return fmt.Errorf("%s (old): %w", displayPath(dir), err)
+	d.pf.startPair(ta, tb)
+	ea, errA := d.pf.get(ctx, ta)
+	eb, errB := d.pf.get(ctx, tb)
+	if errA != nil {
+		return fmt.Errorf("%s (old): %w", displayPath(dir), errA)
 	}
-	eb, err := d.r.ReadTree(ctx, tb)
-	if err != nil {
-		return fmt.Errorf("%s (new): %w", displayPath(dir), err)
+	if errB != nil {
+		return fmt.Errorf("%s (new): %w", displayPath(dir), errB)
 	}
 	i, j := 0, 0
 	for i < len(ea) || j < len(eb) {
@@ -234,9 +368,14 @@ func (d *differ) subtree(ctx context.Context, op ChangeOp, lt LinkTable, e Entry
 	if re.Type != TypeDir {
 		return nil
 	}
-	entries, err := d.r.ReadTree(ctx, re.Tree)
+	entries, err := d.pf.get(ctx, re.Tree)
 	if err != nil {
 		return fmt.Errorf("%s: %w", p, err)
+	}
+	for _, child := range entries {
+		if child.Type == TypeDir {
+			d.pf.start(child.Tree)
+		}
 	}
 	for _, child := range entries {
 		if err := d.subtree(ctx, op, lt, child, p); err != nil {

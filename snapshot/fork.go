@@ -51,9 +51,7 @@ func (r *Repo) Fork(ctx context.Context, src, newBranch string, opts ForkOptions
 // fork writes the first commit of newBranch from the resolved source s
 // (publish, then verify); src is the reference as given, for messages.
 func (r *Repo) fork(ctx context.Context, s Source, src, newBranch string, opts ForkOptions) (Commit, error) {
-	if _, err := r.HeadSeq(ctx, newBranch); err == nil {
-		return Commit{}, fmt.Errorf("fork %s to %s: %w (pick another name, or remove it with `agentfs branch rm`)", src, newBranch, ErrBranchExists)
-	} else if !errors.Is(err, ErrNoCommits) {
+	if err := r.branchFree(ctx, newBranch); err != nil {
 		return Commit{}, fmt.Errorf("fork %s to %s: %w", src, newBranch, err)
 	}
 	now := time.Now
@@ -83,6 +81,26 @@ func (r *Repo) fork(ctx context.Context, s Source, src, newBranch string, opts F
 		return Commit{}, fmt.Errorf("fork %s to %s: %w", src, newBranch, err)
 	}
 	return c, nil
+}
+
+// branchFree returns nil if branch has no commits, ErrBranchExists if it
+// has. Every branch with commits has a head ref (written before its first
+// commit), so one HEAD answers the common case; a ref without commits (an
+// interrupted fork) is confirmed by a listing.
+func (r *Repo) branchFree(ctx context.Context, branch string) error {
+	_, err := r.store.Stat(ctx, HeadKey(branch))
+	if errors.Is(err, blobstore.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := r.HeadSeq(ctx, branch); err == nil {
+		return fmt.Errorf("%w (pick another name, or remove it with `agentfs branch rm`)", ErrBranchExists)
+	} else if !errors.Is(err, ErrNoCommits) {
+		return err
+	}
+	return nil
 }
 
 // BranchInfo describes a branch for `agentfs branch list`.

@@ -145,14 +145,16 @@ func (r *Repo) SaveSnapshot(ctx context.Context, name string, src CommitID, opts
 	if err := ValidateName("snapshot", name); err != nil {
 		return Snapshot{}, err
 	}
+	var c Commit
+	var err error
 	if src.Seq == 0 {
-		seq, err := r.HeadSeq(ctx, src.Branch)
-		if err != nil {
-			return Snapshot{}, fmt.Errorf("save snapshot %s: %w", name, err)
+		if err := ValidateName("branch", src.Branch); err != nil {
+			return Snapshot{}, err
 		}
-		src.Seq = seq
+		c, err = r.headCommit(ctx, src.Branch)
+	} else {
+		c, err = r.ReadCommit(ctx, src)
 	}
-	c, err := r.ReadCommit(ctx, src)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("save snapshot %s: %w", name, err)
 	}
@@ -297,6 +299,21 @@ func (r *Repo) getListedSnapshot(ctx context.Context, name string) (Snapshot, er
 	return r.GetSnapshot(ctx, name)
 }
 
+// RefCounts returns the number of branches (head refs) and of snapshots of
+// the volume, with two listings and no other reads: for `agentfs status`
+// and metrics.
+func (r *Repo) RefCounts(ctx context.Context) (branches, snapshots int, err error) {
+	heads, err := r.listAll(ctx, "refs/heads/")
+	if err != nil {
+		return 0, 0, fmt.Errorf("count branches: %w", err)
+	}
+	snaps, err := r.listAll(ctx, SnapshotPrefix)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count snapshots: %w", err)
+	}
+	return len(heads), len(snaps), nil
+}
+
 // ListOptions modify ListSnapshots.
 type ListOptions struct {
 	// Unique computes SnapshotInfo.UniqueBytes. It reads every retained
@@ -439,11 +456,19 @@ func (r *Repo) Resolve(ctx context.Context, ref string) (Source, error) {
 	if err := ValidateName("reference", ref); err != nil {
 		return Source{}, err
 	}
-	snap, serr := r.resolveSnapshot(ctx, ref)
+	// Both lookups at once: a reference costs the round trips of one.
+	var snap Source
+	var serr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		snap, serr = r.resolveSnapshot(ctx, ref)
+	}()
+	br, berr := r.resolveBranch(ctx, ref)
+	<-done
 	if serr != nil && !errors.Is(serr, ErrNoRef) {
 		return Source{}, serr
 	}
-	br, berr := r.resolveBranch(ctx, ref)
 	if berr != nil && !errors.Is(berr, ErrNoRef) {
 		return Source{}, berr
 	}
@@ -474,22 +499,19 @@ func (r *Repo) resolveBranch(ctx context.Context, ref string) (Source, error) {
 	if err := ValidateName("branch", branch); err != nil {
 		return Source{}, err
 	}
-	var seq uint64
-	if hasSeq && seqStr != "head" {
-		n, err := strconv.ParseUint(seqStr, 10, 64)
-		if err != nil || n == 0 {
-			return Source{}, fmt.Errorf("reference %q: commit number must be a positive integer or \"head\": %w", ref, ErrBadName)
-		}
-		seq = n
-	} else {
-		n, err := r.HeadSeq(ctx, branch)
+	if !hasSeq || seqStr == "head" {
+		c, err := r.headCommit(ctx, branch)
 		if errors.Is(err, ErrNoCommits) {
 			return Source{}, fmt.Errorf("branch %q: %w", branch, ErrNoRef)
 		}
 		if err != nil {
 			return Source{}, err
 		}
-		seq = n
+		return Source{Commit: c.ID, Tree: CommitTree(c), Time: c.Time}, nil
+	}
+	seq, err := strconv.ParseUint(seqStr, 10, 64)
+	if err != nil || seq == 0 {
+		return Source{}, fmt.Errorf("reference %q: commit number must be a positive integer or \"head\": %w", ref, ErrBadName)
 	}
 	c, err := r.ReadCommit(ctx, CommitID{branch, seq})
 	if errors.Is(err, ErrMissing) {
@@ -501,9 +523,35 @@ func (r *Repo) resolveBranch(ctx context.Context, ref string) (Source, error) {
 	return Source{Commit: c.ID, Tree: CommitTree(c), Time: c.Time}, nil
 }
 
+// headCommit returns the newest commit of branch (ErrNoCommits if none).
+// In the common case it costs two round trips: the head hint, then the
+// hinted commit and a probe for the next one at once; otherwise it falls
+// back to Head.
+func (r *Repo) headCommit(ctx context.Context, branch string) (Commit, error) {
+	b, err := r.store.Get(ctx, HeadKey(branch))
+	var h headHint
+	if err == nil && json.Unmarshal(b, &h) == nil && h.Seq > 0 {
+		var serr error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, serr = r.store.Stat(ctx, CommitKey(CommitID{branch, h.Seq + 1}))
+		}()
+		c, cerr := r.ReadCommit(ctx, CommitID{branch, h.Seq})
+		<-done
+		if cerr == nil && errors.Is(serr, blobstore.ErrNotFound) {
+			return c, nil
+		}
+	} else if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
+		return Commit{}, fmt.Errorf("read head of %s: %w", branch, err)
+	}
+	return r.Head(ctx, branch)
+}
+
 // verifySource checks that src still exists: a snapshot record with the
 // same root tree, or the commit object. It is the "verify" half of the
-// publish-then-verify rule (see the top of this file).
+// publish-then-verify rule (see the top of this file). It is needed even
+// for a branch head: the branch may be removed (branch rm) meanwhile.
 func (r *Repo) verifySource(ctx context.Context, src Source) error {
 	if src.Snapshot != "" {
 		s, err := r.GetSnapshot(ctx, src.Snapshot)
@@ -593,7 +641,7 @@ func (r *Repo) restoreSource(ctx context.Context, src Source, branch string, opt
 			return res, fmt.Errorf("restore %s: %w", branch, err)
 		}
 		prev = &c
-		s, err := r.saveAuto(ctx, "auto-pre-restore-"+branch, c.ID, SaveOptions{
+		s, err := r.saveAuto(ctx, "auto-pre-restore-"+branch, c, SaveOptions{
 			Kind: KindAuto, Now: now, Host: opts.Host,
 			Message: fmt.Sprintf("state of %s before restoring %s", branch, src),
 		})
@@ -639,7 +687,7 @@ func (r *Repo) restoreSource(ctx context.Context, src Source, branch string, opt
 
 // saveAuto saves an automatic snapshot named prefix-<time>, adding -2, -3,
 // ... when the name is taken.
-func (r *Repo) saveAuto(ctx context.Context, prefix string, src CommitID, opts SaveOptions) (Snapshot, error) {
+func (r *Repo) saveAuto(ctx context.Context, prefix string, c Commit, opts SaveOptions) (Snapshot, error) {
 	stamp := "-" + opts.now().UTC().Format("20060102T150405.000Z")
 	if len(prefix)+len(stamp)+4 > 100 {
 		prefix = prefix[:100-len(stamp)-4]
@@ -649,7 +697,7 @@ func (r *Repo) saveAuto(ctx context.Context, prefix string, src CommitID, opts S
 		if i > 1 {
 			name += "-" + strconv.Itoa(i)
 		}
-		s, err := r.SaveSnapshot(ctx, name, src, opts)
+		s, err := r.saveCommit(ctx, name, c, opts)
 		if errors.Is(err, ErrSnapshotExists) && i < 100 {
 			continue
 		}

@@ -59,6 +59,9 @@ func TestSnapshotSaveGetListDelete(t *testing.T) {
 		if len(list) != 2 || list[0].Name != "base" || list[1].Name != "empty" || list[0].UniqueBytes != -1 {
 			t.Fatalf("list: %+v", list)
 		}
+		if nb, ns, err := r2.RefCounts(ctx); err != nil || nb != 1 || ns != 2 {
+			t.Fatalf("RefCounts = %d branches, %d snapshots, %v", nb, ns, err)
+		}
 		if err := r2.DeleteSnapshot(ctx, "base"); err != nil {
 			t.Fatal(err)
 		}
