@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -187,38 +188,69 @@ func (r *Repo) Fsck(ctx context.Context, opts FsckOptions) (FsckReport, error) {
 		}
 		return cmpU64(a.Seq, b.Seq)
 	})
-	for _, id := range ids {
+	// Read the records concurrently; keep them in listing order.
+	croots := make([]*fsckRoot, len(ids))
+	idx := make([]int, len(ids))
+	for i := range idx {
+		idx[i] = i
+	}
+	err = forEach(ctx, rootsInFlight*4, idx, func(ctx context.Context, i int) error {
+		id := ids[i]
 		c, err := r.ReadCommit(ctx, id)
 		switch {
 		case errors.Is(err, ErrMissing):
-			continue // removed since the listing
+			return nil // removed since the listing
 		case errors.Is(err, ErrCorrupt):
 			f.addProblem("commit "+id.String(), err)
-			continue
+			return nil
 		case err != nil:
-			return rep, err
+			return err
 		}
-		rep.Commits++
 		cid := c.ID
-		roots = append(roots, &fsckRoot{label: id.String(), commit: &cid, tree: CommitTree(c)})
+		croots[i] = &fsckRoot{label: id.String(), commit: &cid, tree: CommitTree(c)}
+		return nil
+	})
+	if err != nil {
+		return rep, err
+	}
+	for _, rt := range croots {
+		if rt != nil {
+			rep.Commits++
+			roots = append(roots, rt)
+		}
 	}
 	names, err := r.snapshotNames(ctx)
 	if err != nil {
 		return rep, err
 	}
-	for _, n := range names {
+	sroots := make([]*fsckRoot, len(names))
+	idx = idx[:0]
+	for i := range names {
+		idx = append(idx, i)
+	}
+	err = forEach(ctx, rootsInFlight*4, idx, func(ctx context.Context, i int) error {
+		n := names[i]
 		s, err := r.getListedSnapshot(ctx, n)
 		switch {
 		case errors.Is(err, ErrNoSnapshot):
-			continue
+			return nil
 		case errors.Is(err, ErrCorrupt), errors.Is(err, ErrBadName):
 			f.addProblem("snapshot "+n, err)
-			continue
+			return nil
 		case err != nil:
-			return rep, err
+			return err
 		}
-		rep.Snapshots++
-		roots = append(roots, &fsckRoot{label: "snapshot " + n, snapshot: n, tree: s.Tree()})
+		sroots[i] = &fsckRoot{label: "snapshot " + n, snapshot: n, tree: s.Tree()}
+		return nil
+	})
+	if err != nil {
+		return rep, err
+	}
+	for _, rt := range sroots {
+		if rt != nil {
+			rep.Snapshots++
+			roots = append(roots, rt)
+		}
 	}
 	packs := map[PackID]int64{}
 	objs2, err := r.listAll(ctx, "packs/")
@@ -232,11 +264,19 @@ func (r *Repo) Fsck(ctx context.Context, opts FsckOptions) (FsckReport, error) {
 	}
 
 	// 2. Trees.
-	for i, rt := range roots {
+	var walked atomic.Int64
+	err = forEach(ctx, rootsInFlight, roots, func(ctx context.Context, rt *fsckRoot) error {
 		if err := f.walkRoot(ctx, rt); err != nil {
-			return rep, err
+			return err
 		}
-		f.prog(Progress{Phase: "trees", Done: int64(i + 1), Total: int64(len(roots)), Items: int64(f.reads)})
+		f.mu.Lock()
+		reads := f.reads
+		f.mu.Unlock()
+		f.prog(Progress{Phase: "trees", Done: walked.Add(1), Total: int64(len(roots)), Items: int64(reads)})
+		return nil
+	})
+	if err != nil {
+		return rep, err
 	}
 	rep.Trees = f.reads
 	for _, m := range f.blobs {

@@ -339,7 +339,7 @@ func (r *Repo) GC(ctx context.Context, opts GCOptions) (rep GCReport, err error)
 			prog(Progress{Phase: "mark", Done: done.Load(), Total: total, Items: int64(blobs)})
 		}
 	}
-	markCommit := func(id CommitID) error {
+	markCommit := func(ctx context.Context, id CommitID) error {
 		defer done.Add(1)
 		c, err := r.ReadCommit(ctx, id)
 		if errors.Is(err, ErrMissing) {
@@ -356,7 +356,7 @@ func (r *Repo) GC(ctx context.Context, opts GCOptions) (rep GCReport, err error)
 		}
 		return nil
 	}
-	markSnapshot := func(s Snapshot) error {
+	markSnapshot := func(ctx context.Context, s Snapshot) error {
 		defer done.Add(1)
 		if err := w.root(ctx, s.Tree(), 0); err != nil {
 			if _, gerr := r.GetSnapshot(ctx, s.Name); errors.Is(gerr, ErrNoSnapshot) {
@@ -369,19 +369,19 @@ func (r *Repo) GC(ctx context.Context, opts GCOptions) (rep GCReport, err error)
 	damaged := func(err error) error {
 		return fmt.Errorf("gc: %w; nothing was swept (run `agentfs fsck` on this volume)", err)
 	}
+	var kept []CommitID
 	for _, b := range plan.branches {
 		for _, c := range b.commits {
 			if c.keep {
-				if err := markCommit(CommitID{b.name, c.seq}); err != nil {
-					return rep, damaged(err)
-				}
+				kept = append(kept, CommitID{b.name, c.seq})
 			}
 		}
 	}
-	for _, s := range snaps {
-		if err := markSnapshot(s); err != nil {
-			return rep, damaged(err)
-		}
+	if err := forEach(ctx, rootsInFlight, kept, markCommit); err != nil {
+		return rep, damaged(err)
+	}
+	if err := forEach(ctx, rootsInFlight, snaps, markSnapshot); err != nil {
+		return rep, damaged(err)
 	}
 	if opts.hooks != nil && opts.hooks.afterMark != nil {
 		opts.hooks.afterMark()
@@ -410,17 +410,17 @@ func (r *Repo) GC(ctx context.Context, opts GCOptions) (rep GCReport, err error)
 	if err != nil {
 		return rep, fmt.Errorf("gc: recheck: %w", err)
 	}
+	var fresh []CommitID
 	for branch, cs := range objs {
 		for _, c := range cs {
-			id := CommitID{branch, c.seq}
-			if plan.listed[id] {
-				continue
-			}
-			rep.NewCommits++
-			if err := markCommit(id); err != nil {
-				return rep, damaged(err)
+			if id := (CommitID{branch, c.seq}); !plan.listed[id] {
+				fresh = append(fresh, id)
 			}
 		}
+	}
+	rep.NewCommits = len(fresh)
+	if err := forEach(ctx, rootsInFlight, fresh, markCommit); err != nil {
+		return rep, damaged(err)
 	}
 	seen := make(map[string]BlobRef, len(snaps))
 	for _, s := range snaps {
@@ -430,14 +430,15 @@ func (r *Repo) GC(ctx context.Context, opts GCOptions) (rep GCReport, err error)
 	if err != nil {
 		return rep, fmt.Errorf("gc: recheck: %w", err)
 	}
+	var freshSnaps []Snapshot
 	for _, s := range snaps2 {
-		if t, ok := seen[s.Name]; ok && t == s.Root.Tree {
-			continue
+		if t, ok := seen[s.Name]; !ok || t != s.Root.Tree {
+			freshSnaps = append(freshSnaps, s)
 		}
-		rep.NewSnapshots++
-		if err := markSnapshot(s); err != nil {
-			return rep, damaged(err)
-		}
+	}
+	rep.NewSnapshots = len(freshSnaps)
+	if err := forEach(ctx, rootsInFlight, freshSnaps, markSnapshot); err != nil {
+		return rep, damaged(err)
 	}
 	if opts.hooks != nil && opts.hooks.afterRecheck != nil {
 		opts.hooks.afterRecheck()

@@ -378,27 +378,42 @@ func (r *Repo) ListSnapshots(ctx context.Context, opts ListOptions) ([]SnapshotI
 	}
 	w := newReach(r, 0)
 	w.onTree = func(trees, blobs int) { prog(Progress{Phase: "walk", Done: int64(trees), Items: int64(blobs)}) }
+	var kept []CommitID
 	for _, b := range p.branches {
 		for _, cm := range b.commits {
-			if !cm.keep {
-				continue
-			}
-			c, err := r.ReadCommit(ctx, CommitID{b.name, cm.seq})
-			if errors.Is(err, ErrMissing) {
-				continue // removed since the listing
-			}
-			if err != nil {
-				return nil, err
-			}
-			if err := w.root(ctx, CommitTree(c), 0); err != nil {
-				return nil, fmt.Errorf("commit %v: %w", c.ID, err)
+			if cm.keep {
+				kept = append(kept, CommitID{b.name, cm.seq})
 			}
 		}
 	}
-	for i, s := range snaps {
-		if err := w.root(ctx, s.Tree(), int32(i+1)); err != nil {
-			return nil, fmt.Errorf("snapshot %s: %w", s.Name, err)
+	err = forEach(ctx, rootsInFlight, kept, func(ctx context.Context, id CommitID) error {
+		c, err := r.ReadCommit(ctx, id)
+		if errors.Is(err, ErrMissing) {
+			return nil // removed since the listing
 		}
+		if err != nil {
+			return err
+		}
+		if err := w.root(ctx, CommitTree(c), 0); err != nil {
+			return fmt.Errorf("commit %v: %w", c.ID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	idx := make([]int, len(snaps))
+	for i := range idx {
+		idx[i] = i
+	}
+	err = forEach(ctx, rootsInFlight, idx, func(ctx context.Context, i int) error {
+		if err := w.root(ctx, snaps[i].Tree(), int32(i+1)); err != nil {
+			return fmt.Errorf("snapshot %s: %w", snaps[i].Name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	unique := make([]int64, len(snaps)+1)
 	for _, st := range w.blobs {

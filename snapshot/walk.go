@@ -392,3 +392,19 @@ func (r *Repo) listAll(ctx context.Context, prefix string) ([]blobstore.ObjectIn
 		}
 	}
 }
+
+// rootsInFlight bounds the roots (commits, snapshots) walked at once; each
+// root's walk has its own bound on tree reads (the store's concurrency
+// limit caps the total).
+const rootsInFlight = 8
+
+// forEach calls fn for every item, up to n at once, and returns the first
+// error (the others' contexts are cancelled).
+func forEach[T any](ctx context.Context, n int, items []T, fn func(ctx context.Context, item T) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(n)
+	for _, it := range items {
+		g.Go(func() error { return fn(gctx, it) })
+	}
+	return g.Wait()
+}
