@@ -18,11 +18,16 @@ type ChangeOp byte
 
 // Change operations.
 const (
-	Added    ChangeOp = 'A'
+	// Added: the path exists only in the second tree.
+	Added ChangeOp = 'A'
+	// Modified: the path exists in both trees with different content or
+	// attributes (Change.What says which).
 	Modified ChangeOp = 'M'
-	Deleted  ChangeOp = 'D'
+	// Deleted: the path exists only in the first tree.
+	Deleted ChangeOp = 'D'
 )
 
+// String returns "added", "modified" or "deleted".
 func (o ChangeOp) String() string {
 	switch o {
 	case Added:
