@@ -31,6 +31,9 @@ import (
 //
 // Local bytes live in a data file of the inode's own, or, for an inline
 // file (rec.Inline: small, only block 0), in n.inline and the database.
+// Invariant: data-file bytes outside dirty and present blocks, and past the
+// file's size, are zeros (holes): truncation cuts the file, eviction and
+// SwitchTo punch blocks out. Reads of holes rely on it.
 type node struct {
 	v   *Volume
 	ino uint64

@@ -101,18 +101,21 @@ type harness struct {
 	url  string
 	dir  string
 	v    *Volume
+	r    *Volume // a read-only follower, moved to the head after each sync
 	m    *model
 	ctx  context.Context
 	open []*Volume
 }
 
-func (h *harness) lookupPath(p string) (Attr, error) {
-	a, err := h.v.GetAttr(h.ctx, RootIno)
+func (h *harness) lookupPath(p string) (Attr, error) { return lookupIn(h.ctx, h.v, p) }
+
+func lookupIn(ctx context.Context, v *Volume, p string) (Attr, error) {
+	a, err := v.GetAttr(ctx, RootIno)
 	if err != nil || p == "" {
 		return a, err
 	}
 	for _, part := range strings.Split(p, "/") {
-		if a, err = h.v.Lookup(h.ctx, a.Ino, part); err != nil {
+		if a, err = v.Lookup(ctx, a.Ino, part); err != nil {
 			return a, err
 		}
 	}
@@ -132,11 +135,13 @@ func (h *harness) parentIno(p string) uint64 {
 }
 
 // check compares the whole engine namespace with the model.
-func (h *harness) check(rt *rapid.T) {
+func (h *harness) check(rt *rapid.T) { h.checkVol(rt, h.v) }
+
+func (h *harness) checkVol(rt *rapid.T, v *Volume) {
 	inoOf := map[*mfile]uint64{}
 	for _, p := range h.m.paths() {
 		mf, _ := h.m.resolve(p)
-		a, err := h.lookupPath(p)
+		a, err := lookupIn(h.ctx, v, p)
 		if err != nil {
 			rt.Fatalf("lookup %q: %v", p, err)
 		}
@@ -155,18 +160,18 @@ func (h *harness) check(rt *rapid.T) {
 			if a.Size != uint64(len(mf.data)) {
 				rt.Fatalf("%q: size %d, want %d", p, a.Size, len(mf.data))
 			}
-			if got := readFile(h.t, h.v, a.Ino); !bytes.Equal(got, mf.data) {
+			if got := readFile(h.t, v, a.Ino); !bytes.Equal(got, mf.data) {
 				rt.Fatalf("%q: content differs (len %d vs %d)", p, len(got), len(mf.data))
 			}
 			if n := h.m.linkCount(mf); a.Nlink != uint32(n) {
 				rt.Fatalf("%q: nlink %d, want %d", p, a.Nlink, n)
 			}
 		case snapshot.TypeSymlink:
-			if tg, err := h.v.Readlink(h.ctx, a.Ino); err != nil || tg != mf.target {
+			if tg, err := v.Readlink(h.ctx, a.Ino); err != nil || tg != mf.target {
 				rt.Fatalf("%q: readlink %q %v, want %q", p, tg, err, mf.target)
 			}
 		case snapshot.TypeDir:
-			ents, err := h.v.ReadDir(h.ctx, a.Ino)
+			ents, err := v.ReadDir(h.ctx, a.Ino)
 			if err != nil {
 				rt.Fatalf("readdir %q: %v", p, err)
 			}
@@ -189,7 +194,7 @@ func (h *harness) check(rt *rapid.T) {
 				rt.Fatalf("%q: dir nlink %d, want %d", p, a.Nlink, 2+subdirs)
 			}
 		}
-		names, err := h.v.ListXattr(h.ctx, a.Ino)
+		names, err := v.ListXattr(h.ctx, a.Ino)
 		if err != nil {
 			rt.Fatalf("listxattr %q: %v", p, err)
 		}
@@ -197,7 +202,7 @@ func (h *harness) check(rt *rapid.T) {
 			rt.Fatalf("%q: xattrs %v, want %v", p, names, mf.xattrs)
 		}
 		for _, n := range names {
-			val, err := h.v.GetXattr(h.ctx, a.Ino, n)
+			val, err := v.GetXattr(h.ctx, a.Ino, n)
 			if err != nil || string(val) != mf.xattrs[n] {
 				rt.Fatalf("%q: xattr %s = %q %v, want %q", p, n, val, err, mf.xattrs[n])
 			}
@@ -243,6 +248,7 @@ func runModel(t *testing.T, checks int, newURL func() string) {
 		initVolume(t, url, func(c *snapshot.Config) { c.ChunkSize = 4096; c.PackSize = 1 << 20 })
 		h := &harness{t: t, url: url, dir: t.TempDir(), m: &model{root: newMDir()}, ctx: context.Background()}
 		h.v = openVolume(t, url, h.dir)
+		h.r = openVolume(t, url, "", func(o *Options) { o.ReadOnly = true; o.FollowInterval = -1 })
 		names := rapid.SampledFrom([]string{"a", "b", "c", "d.txt", "e"})
 		anyPath := func(rt *rapid.T, label string) string {
 			ps := h.m.paths()[1:]
@@ -492,6 +498,11 @@ func runModel(t *testing.T, checks int, newURL func() string) {
 				if err := h.v.Sync(h.ctx); err != nil {
 					rt.Fatalf("sync: %v", err)
 				}
+				// The follower moves to the new head and sees the same.
+				if err := h.r.follow(h.ctx); err != nil {
+					rt.Fatalf("follow: %v", err)
+				}
+				h.checkVol(rt, h.r)
 			},
 			"reopen": func(rt *rapid.T) { h.reopen(false) },
 			"fresh":  func(rt *rapid.T) { h.reopen(true) },
@@ -500,6 +511,9 @@ func runModel(t *testing.T, checks int, newURL func() string) {
 		h.check(rt)
 		if err := h.v.Close(h.ctx); err != nil {
 			rt.Fatalf("close: %v", err)
+		}
+		if err := h.r.Close(h.ctx); err != nil {
+			rt.Fatalf("close follower: %v", err)
 		}
 	})
 }

@@ -31,8 +31,12 @@ type Options struct {
 	// Branch to mount; default "main".
 	Branch string
 	// ReadOnly mounts without a writer lease; every change fails with
-	// ErrReadOnly.
+	// ErrReadOnly. A read-only volume follows its branch head (see
+	// FollowInterval).
 	ReadOnly bool
+	// FollowInterval is how often a read-only volume checks its branch for
+	// new commits and moves to the newest. Default 5s; negative disables.
+	FollowInterval time.Duration
 	// CacheSize bounds the bytes of clean chunks kept in the data files
 	// (dirty data is never evicted). Default 10 GiB.
 	CacheSize int64
@@ -104,6 +108,7 @@ type Volume struct {
 	gens      gens     // write generations of dirty blocks
 	dirty     dirtySet // in-memory mirror of tree marks and dirty files
 	markMu    sync.Mutex // orders mark-writing transactions against a checkpoint's clearing
+	notifier  Notifier // guarded by stateMu
 	lease     *snapshot.Lease
 	fetches   singleflight.Group
 	blocks    *blockCache
@@ -144,6 +149,9 @@ func Open(ctx context.Context, opts Options) (*Volume, error) {
 	}
 	if opts.CheckpointInterval == 0 {
 		opts.CheckpointInterval = 5 * time.Second
+	}
+	if opts.FollowInterval == 0 {
+		opts.FollowInterval = 5 * time.Second
 	}
 	if opts.LeaseTTL <= 0 {
 		opts.LeaseTTL = 30 * time.Second
@@ -534,6 +542,10 @@ func (v *Volume) start() {
 		v.wg.Add(2)
 		go v.checkpointLoop()
 		go v.leaseLoop()
+	}
+	if v.opts.ReadOnly && v.opts.FollowInterval > 0 {
+		v.wg.Add(1)
+		go v.followLoop()
 	}
 	v.wg.Add(2)
 	go v.gcLoop()
