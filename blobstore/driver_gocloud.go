@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"syscall"
 
@@ -51,7 +52,7 @@ func openFile(_ context.Context, u *url.URL) (Driver, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("open store directory %s: %w", dir, err)
 	}
-	return &gocloudDriver{b: b, lockPath: filepath.Join(dir, ".agentfs-put.lock")}, "", nil
+	return &gocloudDriver{b: b, lockPath: filepath.Join(dir, fileLockName)}, "", nil
 }
 
 var (
@@ -94,7 +95,23 @@ func (d *gocloudDriver) NewRangeReader(ctx context.Context, key string, offset, 
 	return r, nil
 }
 
+// fileTempName matches the temporary files fileblob writes next to an
+// object while it is being written (<key>.<hex nanoseconds>.tmp).
+var fileTempName = regexp.MustCompile(`\.[0-9a-f]+\.tmp$`)
+
+// fileLockName is the lock file conditional writes take on file:// stores.
+const fileLockName = ".agentfs-put.lock"
+
+// fileInternal reports whether a key listed in a file:// store is the
+// driver's own (a write in progress, the lock), not an object.
+func fileInternal(key string) bool {
+	return key == fileLockName || fileTempName.MatchString(key)
+}
+
 func (d *gocloudDriver) Put(ctx context.Context, key string, r io.Reader, size int64, opts PutOptions) error {
+	if d.lockPath != "" && fileInternal(key) {
+		return fmt.Errorf("key %q is reserved on file:// stores (it looks like a temporary file): %w", key, errReservedKey)
+	}
 	if opts.IfAbsent && d.lockPath != "" {
 		unlock, err := flockFile(d.lockPath)
 		if err != nil {
@@ -154,13 +171,23 @@ func (d *gocloudDriver) List(ctx context.Context, prefix, token string, pageSize
 		}
 		tok = t
 	}
-	objs, next, err := d.b.ListPage(ctx, tok, pageSize, &blob.ListOptions{Prefix: prefix})
+	var objs []*blob.ListObject
+	var next []byte
+	var err error
+	for attempt := 0; ; attempt++ {
+		objs, next, err = d.b.ListPage(ctx, tok, pageSize, &blob.ListOptions{Prefix: prefix})
+		// fileblob stats each listed file: one deleted meanwhile makes the
+		// page fail with not-found. Listing again sees the directory anew.
+		if d.lockPath == "" || gcerrors.Code(err) != gcerrors.NotFound || attempt >= 5 {
+			break
+		}
+	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		return ListPage{}, err
 	}
 	var p ListPage
 	for _, o := range objs {
-		if o.IsDir {
+		if o.IsDir || (d.lockPath != "" && fileInternal(o.Key)) {
 			continue
 		}
 		p.Objects = append(p.Objects, ObjectInfo{Key: o.Key, Size: o.Size, ModTime: o.ModTime})
@@ -175,7 +202,12 @@ func (d *gocloudDriver) Delete(ctx context.Context, key string) error {
 	return d.b.Delete(ctx, key)
 }
 
+var errReservedKey = errors.New("reserved key")
+
 func (d *gocloudDriver) Classify(err error) Kind {
+	if errors.Is(err, errReservedKey) {
+		return KindPermanent
+	}
 	if errors.Is(err, syscall.ENOTDIR) {
 		// file://: a key below an object ("a/b" when "a" is a file).
 		return KindNotFound

@@ -68,7 +68,7 @@ type uploader struct {
 	started time.Time
 
 	mu     sync.Mutex
-	pw     *snapshot.PackWriter      // guarded by mu
+	pw     [3]*snapshot.PackWriter   // guarded by mu; by blob type: trees and data never share a pack
 	blocks map[blockKey]upBlock      // guarded by mu
 	packs  []snapshot.PackID         // guarded by mu
 	puts   atomic.Int64
@@ -101,19 +101,19 @@ func (u *uploader) add(t snapshot.BlobType, raw []byte) snapshot.BlobRef {
 	eb := u.v.repo.EncodeBlob(t, raw)
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.pw == nil {
-		u.pw = u.v.repo.NewPackWriter()
+	if u.pw[t] == nil {
+		u.pw[t] = u.v.repo.NewPackWriter()
 	}
-	ref := u.pw.Add(eb)
-	if u.pw.Len() >= u.v.repo.Config().PackSize {
-		u.flushLocked()
+	ref := u.pw[t].Add(eb)
+	if u.pw[t].Len() >= u.v.repo.Config().PackSize {
+		u.flushLocked(t)
 	}
 	return ref
 }
 
-func (u *uploader) flushLocked() {
-	pw := u.pw
-	u.pw = nil
+func (u *uploader) flushLocked(t snapshot.BlobType) {
+	pw := u.pw[t]
+	u.pw[t] = nil
 	if pw == nil || pw.Count() == 0 {
 		return
 	}
@@ -132,7 +132,8 @@ func (u *uploader) flushLocked() {
 // finish uploads the last pack and waits for every upload.
 func (u *uploader) finish() error {
 	u.mu.Lock()
-	u.flushLocked()
+	u.flushLocked(snapshot.BlobData)
+	u.flushLocked(snapshot.BlobTree)
 	u.mu.Unlock()
 	return u.g.Wait()
 }
@@ -271,9 +272,14 @@ func (v *Volume) hasWork() (bool, error) {
 }
 
 // checkpoint commits the local changes (see the comment at the top).
-func (v *Volume) checkpoint(ctx context.Context, kind, message string) (err error) {
+func (v *Volume) checkpoint(ctx context.Context, kind, message string) error {
 	v.cpMu.Lock()
 	defer v.cpMu.Unlock()
+	return v.checkpointLocked(ctx, kind, message)
+}
+
+// checkpointLocked is checkpoint with v.cpMu held.
+func (v *Volume) checkpointLocked(ctx context.Context, kind, message string) (err error) {
 	if v.opts.ReadOnly {
 		return nil
 	}
@@ -711,6 +717,10 @@ func (v *Volume) buildDir(txn *badger.Txn, up *uploader, r *inode, built map[uin
 	if err != nil {
 		return bd, fmt.Errorf("directory %d: %w", r.Ino, err)
 	}
+	if !r.Tree.IsZero() && snapshot.HashOf(raw) == r.Tree.Hash {
+		bd.ref = r.Tree // unchanged (a change undone): no new copy
+		return bd, nil
+	}
 	bd.ref = up.add(snapshot.BlobTree, raw)
 	return bd, nil
 }
@@ -790,6 +800,15 @@ func (v *Volume) diverge(ctx context.Context, c snapshot.Commit) (snapshot.Commi
 		}
 		v.log.Warn("another writer committed to this branch; this volume's changes continue on a new branch",
 			"branch", st.Branch, "new_branch", name)
+		// The new branch reuses the trees and chunks of this volume's old
+		// base, which is no longer a branch head: if gc pruned that commit
+		// before the new branch appeared, some of them may be gone.
+		if c.Parent != nil {
+			if _, err := v.repo.ReadCommit(ctx, *c.Parent); errors.Is(err, snapshot.ErrMissing) {
+				v.log.Error("the base of the diverged changes was pruned by gc meanwhile; check the new branch with agentfs fsck",
+					"base", c.Parent.String(), "new_branch", name)
+			}
+		}
 		old := v.lease
 		if v.lease != nil {
 			h := v.lease.Holder()

@@ -51,6 +51,11 @@ type invalidation struct {
 func (v *Volume) SwitchTo(ctx context.Context, c snapshot.Commit) error {
 	v.cpMu.Lock()
 	defer v.cpMu.Unlock()
+	return v.switchToLocked(ctx, c)
+}
+
+// switchToLocked is SwitchTo with v.cpMu held.
+func (v *Volume) switchToLocked(ctx context.Context, c snapshot.Commit) error {
 	var inv []invalidation
 	err := func() error {
 		v.mu.Lock()

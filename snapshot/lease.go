@@ -104,7 +104,7 @@ func (r *Repo) latestLease(ctx context.Context, branch string) (uint64, *leaseRe
 		return 0, nil, nil, fmt.Errorf("read lease of %s: %w", branch, err)
 	}
 	var rec leaseRecord
-	if err := json.Unmarshal(b, &rec); err != nil {
+	if json.Unmarshal(b, &rec) != nil {
 		// An unreadable lease protects nothing; treat it as released.
 		return last, nil, keys[:len(keys)-1], nil
 	}
