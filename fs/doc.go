@@ -43,9 +43,10 @@
 // changes, a read-only mount following its branch) the kernel cannot see:
 // whoever makes such a change calls Server.InvalidateInode,
 // Server.InvalidateEntry or Server.InvalidateAll (go-fuse's NotifyContent
-// and NotifyEntry underneath) once it is done. They must never be called
-// from a FUSE request handler of the same mount: the kernel may need a
-// lock the request holds. Negative entries directly in the root survive
+// and NotifyEntry underneath) once it is done; another process does the
+// same through the mount's control socket (fs/control Client.Invalidate).
+// They must never be called from a FUSE request handler of the same mount:
+// the kernel may need a lock the request holds. Negative entries directly in the root survive
 // InvalidateAll; a change that creates names in the root invalidates them
 // one by one.
 //
@@ -56,7 +57,10 @@
 // mtime; syncfs after deleting recently written files failed). It would
 // also weaken the engine's guarantee that a returned write(2) is in the
 // mount's local cache (surviving a kill of the server). Requests carry up
-// to 1 MiB (max_write). FUSE_HANDLE_KILLPRIV_V2 is negotiated, so the
+// to 1 MiB (max_write), and a server running as root raises the mount's
+// read-ahead window to 4 MiB (one engine chunk; FUSE_INIT can only lower
+// the kernel's 128 KiB default), which sped cold sequential reads up by
+// half. FUSE_HANDLE_KILLPRIV_V2 is negotiated, so the
 // kernel does not ask for security.capability before each write; the
 // server drops set-user-ID and set-group-ID bits and capabilities on the
 // writes, truncates and chowns of unprivileged callers instead (raw.go).

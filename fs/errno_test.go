@@ -191,18 +191,18 @@ garbage line
 }
 
 func TestParseTuning(t *testing.T) {
-	tu, err := ParseTuning("writeback=1, keepcache=0,dircache=0,maxwrite=131072,readahead=4096,background=12")
+	tu, err := ParseTuning("writeback=1, keepcache=0,dircache=0,maxwrite=131072,readahead=4096,background=12,readahead_kb=512")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Tuning{Writeback: true, NoKeepCache: true, NoDirCache: true, MaxWrite: 131072, MaxReadAhead: 4096, MaxBackground: 12}
+	want := Tuning{Writeback: true, NoKeepCache: true, NoDirCache: true, MaxWrite: 131072, MaxReadAhead: 4096, MaxBackground: 12, ReadAheadKB: 512}
 	if tu != want {
 		t.Errorf("got %+v, want %+v", tu, want)
 	}
 	if tu, err := ParseTuning(""); err != nil || tu != (Tuning{}) {
 		t.Errorf("empty: %+v, %v", tu, err)
 	}
-	if d := (Tuning{}).withDefaults(); d.MaxWrite != maxWrite || d.MaxReadAhead != maxReadAhead || d.MaxBackground != maxBackground || d.Writeback {
+	if d := (Tuning{}).withDefaults(); d.MaxWrite != maxWrite || d.MaxReadAhead != maxReadAhead || d.MaxBackground != maxBackground || d.ReadAheadKB != readAheadKB || d.Writeback {
 		t.Errorf("defaults: %+v", d)
 	}
 	for _, bad := range []string{"writeback", "maxwrite=-1", "bogus=1", "readahead=x"} {

@@ -151,6 +151,13 @@ func Mount(mountpoint string, vol *cache.Volume, opts Options) (*Server, error) 
 		// The serve loop ends by itself when the mount failed.
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
+	if os.Geteuid() == 0 {
+		if mi, err := MountOf(mountpoint); err == nil && mi.MountPoint == mountpoint {
+			if err := setReadAhead(mi.Dev, tun.ReadAheadKB); err != nil {
+				lg.Warn("cannot raise the mount's read-ahead", "dev", mi.Dev, "err", err)
+			}
+		}
+	}
 	return &Server{fuse: srv, root: root, mnt: mountpoint, log: lg}, nil
 }
 

@@ -494,14 +494,11 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 }
 
 // OpendirHandle opens directory n for listing: the listing is a snapshot
-// taken at the first read (and again after a rewind).
+// taken at the first read (and again after a rewind). The kernel sends
+// OPENDIR for directories only, so nothing is asked of the engine here.
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (_ gofs.FileHandle, _ uint32, errno syscall.Errno) {
 	defer n.fsys.ops.done(opOpendir, time.Now(), &errno)
-	a, err := n.fsys.vol.GetAttr(ctx, n.ino())
-	if err != nil {
-		return nil, 0, n.errno("opendir", err)
-	}
-	if a.Type != snapshot.TypeDir {
+	if n.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFDIR {
 		return nil, 0, syscall.ENOTDIR
 	}
 	return &dirHandle{n: n}, n.fsys.dirOpenFlags(), 0

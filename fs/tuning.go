@@ -2,6 +2,7 @@ package fs
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -12,6 +13,10 @@ const (
 	maxWrite      = 1 << 20 // bytes per WRITE and READ request
 	maxReadAhead  = 1 << 20 // bytes the kernel reads ahead of a sequential reader
 	maxBackground = 64      // asynchronous requests (read-ahead, write-back) in flight
+	// readAheadKB is the kernel's read-ahead window for the mount (the
+	// bdi's read_ahead_kb, set through sysfs when the server may): one
+	// engine chunk. FUSE_INIT can only lower the kernel's 128 KiB default.
+	readAheadKB = 4096
 )
 
 // Tuning overrides the mount's FUSE settings, which were chosen by
@@ -26,9 +31,12 @@ type Tuning struct {
 	// every listing.
 	NoDirCache bool
 	// MaxWrite, MaxReadAhead and MaxBackground override the request size,
-	// the read-ahead and the asynchronous requests in flight (0: the
-	// defaults).
+	// the read-ahead requested at FUSE_INIT and the asynchronous requests
+	// in flight (0: the defaults).
 	MaxWrite, MaxReadAhead, MaxBackground int
+	// ReadAheadKB overrides the read-ahead window set through sysfs (0:
+	// the default).
+	ReadAheadKB int
 }
 
 func (t Tuning) withDefaults() Tuning {
@@ -41,12 +49,15 @@ func (t Tuning) withDefaults() Tuning {
 	if t.MaxBackground <= 0 {
 		t.MaxBackground = maxBackground
 	}
+	if t.ReadAheadKB <= 0 {
+		t.ReadAheadKB = readAheadKB
+	}
 	return t
 }
 
 // ParseTuning reads a Tuning from its text form: comma-separated
 // key=value pairs among writeback=0|1, keepcache=0|1, dircache=0|1,
-// maxwrite=BYTES, readahead=BYTES, background=N.
+// maxwrite=BYTES, readahead=BYTES, background=N, readahead_kb=KIB.
 func ParseTuning(s string) (Tuning, error) {
 	var t Tuning
 	for kv := range strings.SplitSeq(s, ",") {
@@ -71,9 +82,18 @@ func ParseTuning(s string) (Tuning, error) {
 			t.MaxReadAhead = n
 		case "background":
 			t.MaxBackground = n
+		case "readahead_kb":
+			t.ReadAheadKB = n
 		default:
 			return t, fmt.Errorf("tuning %q: unknown key %q", kv, k)
 		}
 	}
 	return t, nil
+}
+
+// setReadAhead sets the kernel's read-ahead window of the mount with
+// device dev ("major:minor") to kb KiB, through
+// /sys/class/bdi/DEV/read_ahead_kb (writable by root only).
+func setReadAhead(dev string, kb int) error {
+	return os.WriteFile("/sys/class/bdi/"+dev+"/read_ahead_kb", []byte(strconv.Itoa(kb)), 0)
 }

@@ -382,6 +382,18 @@ func (m *mountd) Status(ctx context.Context) (cache.Status, error) { return m.vo
 // Ops returns the FUSE request counters.
 func (m *mountd) Ops() []afs.OpStats { return m.srv.Ops() }
 
+// Invalidate makes the kernel forget what inv names (the control
+// socket's goroutines are no FUSE handlers, so this cannot deadlock).
+func (m *mountd) Invalidate(inv control.Invalidation) error {
+	switch {
+	case inv.All:
+		return m.srv.InvalidateAll()
+	case inv.Ino != 0:
+		return m.srv.InvalidateInode(inv.Ino)
+	}
+	return m.srv.InvalidateEntry(inv.Parent, inv.Name)
+}
+
 // Unmount syncs, detaches and waits for the volume to close (not with
 // force, which detaches lazily and returns).
 func (m *mountd) Unmount(ctx context.Context, force bool) error {

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -140,10 +141,27 @@ func (c *Client) Unmount(ctx context.Context, force bool) error {
 	return c.do(ctx, http.MethodPost, path, nil)
 }
 
+// Invalidate makes the kernel forget what inv names about the mount: the
+// hook for whoever changes the volume behind the kernel's back (see
+// fs.Server.InvalidateInode). It is safe to call at any time from any
+// process that may use the control socket.
+func (c *Client) Invalidate(ctx context.Context, inv Invalidation) error {
+	b, err := json.Marshal(inv)
+	if err != nil {
+		return err
+	}
+	return c.doBody(ctx, http.MethodPost, "/v1/invalidate", bytes.NewReader(b), nil)
+}
+
 // do sends one request and decodes the JSON reply into out (nil to
 // discard it).
 func (c *Client) do(ctx context.Context, method, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, "http://agentfs"+path, nil)
+	return c.doBody(ctx, method, path, nil, out)
+}
+
+// doBody is do with a request body.
+func (c *Client) doBody(ctx context.Context, method, path string, body io.Reader, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, "http://agentfs"+path, body)
 	if err != nil {
 		return err
 	}
@@ -152,13 +170,13 @@ func (c *Client) do(ctx context.Context, method, path string, out any) error {
 		return fmt.Errorf("control socket %s: %w", c.socket, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	reply, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
 		return fmt.Errorf("control socket %s: %w", c.socket, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e errorReply
-		if json.Unmarshal(body, &e) != nil || e.Error == "" {
+		if json.Unmarshal(reply, &e) != nil || e.Error == "" {
 			return fmt.Errorf("control socket %s: %s %s: HTTP %d", c.socket, method, path, resp.StatusCode)
 		}
 		if e.Code == codeBusy {
@@ -169,7 +187,7 @@ func (c *Client) do(ctx context.Context, method, path string, out any) error {
 	if out == nil {
 		return nil
 	}
-	if err := json.Unmarshal(body, out); err != nil {
+	if err := json.Unmarshal(reply, out); err != nil {
 		return fmt.Errorf("control socket %s: bad reply to %s: %w", c.socket, path, err)
 	}
 	return nil

@@ -94,3 +94,13 @@ type errorReply struct {
 }
 
 const codeBusy = "busy"
+
+// Invalidation names what the kernel must forget about a mount (see
+// fs.Server's Invalidate methods): one inode (Ino), one directory entry
+// (Parent and Name), or, with All, everything.
+type Invalidation struct {
+	All    bool   `json:"all,omitempty"`
+	Ino    uint64 `json:"ino,omitempty"`
+	Parent uint64 `json:"parent,omitempty"`
+	Name   string `json:"name,omitempty"`
+}

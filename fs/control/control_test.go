@@ -24,6 +24,9 @@ type fakeBackend struct {
 	unmounts  atomic.Int32
 	lastForce atomic.Bool
 	unmount   error
+	// invalidations is written by the server goroutine, read after the
+	// request returned.
+	invalidations []Invalidation
 }
 
 func (f *fakeBackend) Sync(ctx context.Context) error { f.syncs.Add(1); return f.syncErr }
@@ -32,6 +35,10 @@ func (f *fakeBackend) Status(ctx context.Context) (cache.Status, error) {
 }
 func (f *fakeBackend) Ops() []afs.OpStats {
 	return []afs.OpStats{{Op: "lookup", Calls: 5, Errors: 1, Time: time.Millisecond}}
+}
+func (f *fakeBackend) Invalidate(inv Invalidation) error {
+	f.invalidations = append(f.invalidations, inv)
+	return nil
 }
 func (f *fakeBackend) Unmount(ctx context.Context, force bool) error {
 	f.unmounts.Add(1)
@@ -106,6 +113,17 @@ func TestClientServer(t *testing.T) {
 	}
 	if err := c.Unmount(ctx, true); err != nil || !b.lastForce.Load() {
 		t.Errorf("Unmount(force): %v, force %v", err, b.lastForce.Load())
+	}
+	for _, inv := range []Invalidation{{All: true}, {Ino: 9}, {Parent: 1, Name: "x"}} {
+		if err := c.Invalidate(ctx, inv); err != nil {
+			t.Errorf("Invalidate(%+v): %v", inv, err)
+		}
+	}
+	if err := c.Invalidate(ctx, Invalidation{Parent: 1}); err == nil {
+		t.Errorf("an invalidation naming nothing was accepted")
+	}
+	if len(b.invalidations) != 3 || b.invalidations[2].Name != "x" {
+		t.Errorf("invalidations: %+v", b.invalidations)
 	}
 	b.unmount = fmt.Errorf("unmount /mnt/x: %w", ErrBusy)
 	err = c.Unmount(ctx, false)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -30,6 +31,8 @@ type Backend interface {
 	Unmount(ctx context.Context, force bool) error
 	// Ops returns the FUSE request counters (fs.Server.Ops).
 	Ops() []afs.OpStats
+	// Invalidate makes the kernel forget what inv names.
+	Invalidate(inv Invalidation) error
 }
 
 // Server answers control requests for one mount.
@@ -54,6 +57,7 @@ func NewServer(info Info, b Backend, metrics *blobstore.Metrics, log *slog.Logge
 	mux.HandleFunc("GET /v1/stats", s.handleStats)
 	mux.HandleFunc("POST /v1/sync", s.handleSync)
 	mux.HandleFunc("POST /v1/unmount", s.handleUnmount)
+	mux.HandleFunc("POST /v1/invalidate", s.handleInvalidate)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s
 }
@@ -101,6 +105,23 @@ func (s *Server) handleUnmount(w http.ResponseWriter, r *http.Request) {
 	force := r.URL.Query().Get("force") == "1"
 	if err := s.b.Unmount(r.Context(), force); err != nil {
 		s.fail(w, "unmount", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+func (s *Server) handleInvalidate(w http.ResponseWriter, r *http.Request) {
+	var inv Invalidation
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&inv); err != nil {
+		writeJSON(w, http.StatusBadRequest, errorReply{Error: "invalidate: bad request: " + err.Error()})
+		return
+	}
+	if !inv.All && inv.Ino == 0 && (inv.Parent == 0 || inv.Name == "") {
+		writeJSON(w, http.StatusBadRequest, errorReply{Error: "invalidate: name an inode, an entry (parent and name) or all"})
+		return
+	}
+	if err := s.b.Invalidate(inv); err != nil {
+		s.fail(w, "invalidate", err)
 		return
 	}
 	writeJSON(w, http.StatusOK, struct{}{})

@@ -15,8 +15,15 @@
 //   - seq-read: read it back in 1 MiB reads after dropping the page cache
 //     (root only; otherwise the read is reported as warm).
 //
-// The mount and the loopback are served by separate processes (agentfs
-// mount -d and agentfs loopback), never by this one.
+// Two loopbacks run: "loopback" is go-fuse's loopback with FUSE passthrough
+// disabled, so that its file data flows through the FUSE server as an
+// agentfs mount's must (the FUSE limit for a server that sees the data);
+// "loopback-pt" is `agentfs loopback`, whose reads and writes the kernel
+// sends straight to the backing file (FUSE passthrough, kernel 6.9+), which
+// an agentfs mount cannot use. The mount and the loopbacks are served by
+// separate processes (agentfs mount -d, agentfs loopback, and this program
+// re-executed as "mountperf serve-loopback SRC MNT"), never by the process
+// that runs the workloads.
 package main
 
 import (
@@ -36,21 +43,32 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/agentfs/agentfs/fs/control"
 )
 
 type target struct {
-	name string
-	dir  string // where the workloads run
-	stop func() error
+	name   string
+	dir    string // where the workloads run
+	stop   func() error
+	client *control.Client // agentfs only
 }
 
 type phase struct {
 	workload, name string
 	times          map[string][]time.Duration // per target
 	bytes          int64                      // for throughput, 0 if none
+	ops            map[string]int64           // agentfs requests in the last run
 }
 
 func main() {
+	if len(os.Args) == 4 && os.Args[1] == "serve-loopback" {
+		if err := serveLoopback(os.Args[2], os.Args[3]); err != nil {
+			fmt.Fprintln(os.Stderr, "mountperf serve-loopback:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var (
 		bin      = flag.String("agentfs", "bin/agentfs", "agentfs binary")
 		work     = flag.String("workdir", "/var/tmp/agentfs-perf", "scratch directory on the disk under test (emptied)")
@@ -76,23 +94,37 @@ func run(bin, work string, repeats, files, gitFiles int, seqBytes int64, workloa
 	if err := os.RemoveAll(work); err != nil {
 		return err
 	}
-	for _, d := range []string{"plain", "loopback-src", "loopback", "agentfs", "store", "cache"} {
+	for _, d := range []string{"plain", "loopback-src", "loopback", "looppt-src", "looppt", "agentfs", "store", "cache"} {
 		if err := os.MkdirAll(filepath.Join(work, d), 0o755); err != nil {
 			return err
 		}
 	}
 	plain := &target{name: "plain", dir: filepath.Join(work, "plain"), stop: func() error { return nil }}
-	loop, err := startLoopback(bin, filepath.Join(work, "loopback-src"), filepath.Join(work, "loopback"))
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	loop, err := startLoopback("loopback", []string{self, "serve-loopback"}, filepath.Join(work, "loopback-src"), filepath.Join(work, "loopback"))
 	if err != nil {
 		return err
 	}
 	defer loop.stop()
+	looppt, err := startLoopback("loopback-pt", []string{bin, "loopback"}, filepath.Join(work, "looppt-src"), filepath.Join(work, "looppt"))
+	if err != nil {
+		return err
+	}
+	defer looppt.stop()
 	ag, err := startAgentfs(bin, work, mountArgs)
 	if err != nil {
 		return err
 	}
 	defer ag.stop()
-	targets := []*target{plain, loop, ag}
+	targets := []*target{plain, looppt, loop, ag}
+	if c, err := control.Find(context.Background(), ag.dir); err == nil {
+		ag.client = c
+	} else {
+		return err
+	}
 	fmt.Fprintf(os.Stderr, "kernel %s, %d repeats; cold reads: %s\n", kernel(), repeats, coldMode())
 
 	var phases []*phase
@@ -113,20 +145,25 @@ func run(bin, work string, repeats, files, gitFiles int, seqBytes int64, workloa
 		}
 		for _, w := range workloads {
 			for _, t := range order {
+				probe = t.client
 				res, err := runWorkload(w, t.dir, r, files, gitFiles, seqBytes)
+				probe = nil
 				if err != nil {
 					return fmt.Errorf("%s on %s: %w", w, t.name, err)
 				}
 				for _, x := range res {
 					p := get(w, x.name, x.bytes)
 					p.times[t.name] = append(p.times[t.name], x.d)
+					if x.ops != nil {
+						p.ops = x.ops
+					}
 				}
 				fmt.Fprintf(os.Stderr, "repeat %d: %s on %s done\n", r+1, w, t.name)
 			}
 		}
 	}
 	report(os.Stdout, phases, targets)
-	for _, t := range []*target{ag, loop} {
+	for _, t := range []*target{ag, loop, looppt} {
 		if err := t.stop(); err != nil {
 			return fmt.Errorf("stopping %s: %w", t.name, err)
 		}
@@ -138,12 +175,43 @@ type result struct {
 	name  string
 	d     time.Duration
 	bytes int64
+	ops   map[string]int64 // FUSE requests the agentfs mount served in the phase
+}
+
+// probe, when not nil, is the control client of the agentfs mount the
+// current workload runs in: timed records the requests of each phase.
+var probe *control.Client
+
+func opCounts() map[string]int64 {
+	if probe == nil {
+		return nil
+	}
+	st, err := probe.Status(context.Background())
+	if err != nil {
+		return nil
+	}
+	m := map[string]int64{}
+	for _, o := range st.FUSE {
+		m[o.Op] = o.Calls
+		m[o.Op+" µs"] = int64(o.Time / time.Microsecond)
+	}
+	return m
 }
 
 func timed(name string, bytes int64, f func() error) (result, error) {
+	before := opCounts()
 	start := time.Now()
 	err := f()
-	return result{name: name, d: time.Since(start), bytes: bytes}, err
+	r := result{name: name, d: time.Since(start), bytes: bytes}
+	if after := opCounts(); after != nil {
+		r.ops = map[string]int64{}
+		for k, v := range after {
+			if d := v - before[k]; d > 0 {
+				r.ops[k] = d
+			}
+		}
+	}
+	return r, err
 }
 
 func runWorkload(w, base string, rep, files, gitFiles int, seqBytes int64) ([]result, error) {
@@ -251,14 +319,17 @@ func gitStatus(dir string, n int) ([]result, error) {
 		}
 	}
 	var ds []time.Duration
+	var last result
 	for range 5 {
-		r, err := timed("status", 0, func() error { return git("status", "--porcelain") })
+		r, err := timed("git status", 0, func() error { return git("status", "--porcelain") })
 		if err != nil {
 			return nil, err
 		}
 		ds = append(ds, r.d)
+		last = r
 	}
-	return []result{{name: "git status", d: median(ds)}}, nil
+	last.d = median(ds)
+	return []result{last}, nil
 }
 
 func sequential(dir string, size int64) ([]result, error) {
@@ -349,7 +420,7 @@ func report(w io.Writer, phases []*phase, targets []*target) {
 	for _, t := range targets {
 		fmt.Fprintf(tw, "%s\t", t.name)
 	}
-	fmt.Fprintf(tw, "agentfs/loopback\tagentfs/plain\t\n")
+	fmt.Fprintf(tw, "agentfs/loopback\tagentfs/loopback-pt\t\n")
 	for _, p := range phases {
 		fmt.Fprintf(tw, "%s\t%s\t", p.workload, p.name)
 		med := map[string]time.Duration{}
@@ -365,10 +436,25 @@ func report(w io.Writer, phases []*phase, targets []*target) {
 			}
 			fmt.Fprintf(tw, "%s\t", cell)
 		}
-		fmt.Fprintf(tw, "%.2fx\t%.2fx\t\n", ratio(med["agentfs"], med["loopback"]), ratio(med["agentfs"], med["plain"]))
+		fmt.Fprintf(tw, "%.2fx\t%.2fx\t\n", ratio(med["agentfs"], med["loopback"]), ratio(med["agentfs"], med["loopback-pt"]))
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "ratios are of median times: below 1.00x agentfs is faster (for MiB/s, 1/ratio is the throughput ratio)")
+	fmt.Fprintln(w, "\nFUSE requests the agentfs mount served per phase (last repeat):")
+	for _, p := range phases {
+		var keys []string
+		for k := range p.ops {
+			if !strings.HasSuffix(k, " µs") {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %d (%dµs)", k, p.ops[k], p.ops[k+" µs"]/max(p.ops[k], 1)))
+		}
+		fmt.Fprintf(w, "  %s/%s: %s\n", p.workload, p.name, strings.Join(parts, ", "))
+	}
 }
 
 func ratio(a, b time.Duration) float64 {
@@ -383,10 +469,10 @@ func kernel() string {
 	return strings.TrimSpace(string(b))
 }
 
-// startLoopback serves go-fuse's loopback of src on mnt with `agentfs
-// loopback` in its own process.
-func startLoopback(bin, src, mnt string) (*target, error) {
-	cmd := exec.Command(bin, "loopback", src, mnt)
+// startLoopback serves a loopback of src on mnt by running argv SRC MNT
+// in its own process.
+func startLoopback(name string, argv []string, src, mnt string) (*target, error) {
+	cmd := exec.Command(argv[0], append(argv[1:], src, mnt)...)
 	cmd.Dir = "/"
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -398,7 +484,7 @@ func startLoopback(bin, src, mnt string) (*target, error) {
 		return nil, fmt.Errorf("loopback: %w\n%s", err, stderr.String())
 	}
 	stopped := false
-	return &target{name: "loopback", dir: mnt, stop: func() error {
+	return &target{name: name, dir: mnt, stop: func() error {
 		if stopped {
 			return nil
 		}

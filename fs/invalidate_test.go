@@ -1,0 +1,123 @@
+package fs_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/agentfs/agentfs/cache"
+	"github.com/agentfs/agentfs/fs/control"
+	"github.com/agentfs/agentfs/fs/fstest"
+)
+
+// TestKernelCachingAndInvalidation checks the kernel caching the mount
+// asks for (repeated stats, lookups of missing names and reads reach the
+// server once) and that the invalidation hook, reached through the control
+// socket, makes the kernel ask again.
+func TestKernelCachingAndInvalidation(t *testing.T) {
+	m := fstest.Start(t, fstest.Options{})
+	c := m.Client(t)
+	ctx := context.Background()
+	ops := func() map[string]int64 {
+		t.Helper()
+		st, err := c.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, o := range st.FUSE {
+			out[o.Op] = o.Calls
+		}
+		return out
+	}
+	// delta runs f and returns how many requests of kind op it caused.
+	delta := func(op string, f func()) int64 {
+		t.Helper()
+		before := ops()[op]
+		f()
+		return ops()[op] - before
+	}
+	p := filepath.Join(m.Dir, "file")
+	if err := os.WriteFile(p, []byte("cached content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	stat := func(path string) error { return syscall.Stat(path, &st) }
+	if err := stat(p); err != nil {
+		t.Fatal(err)
+	}
+	ino := st.Ino
+	read := func() {
+		t.Helper()
+		if b, err := os.ReadFile(p); err != nil || string(b) != "cached content" {
+			t.Fatalf("read: %q, %v", b, err)
+		}
+	}
+	// The first read fetches the partly written page, and every READ makes
+	// the kernel ask for the attributes again (atime) once.
+	read()
+	if err := stat(p); err != nil {
+		t.Fatal(err)
+	}
+
+	if n := delta("getattr", func() { _ = stat(p) }); n != 0 {
+		t.Errorf("a repeated stat reached the server %d times", n)
+	}
+	if n := delta("read", read); n != 0 {
+		t.Errorf("a repeated read of a cached file reached the server %d times", n)
+	}
+	missing := filepath.Join(m.Dir, "missing")
+	if err := stat(missing); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("stat missing: %v", err)
+	}
+	if n := delta("lookup", func() { _ = stat(missing) }); n != 0 {
+		t.Errorf("a repeated lookup of a missing name reached the server %d times", n)
+	}
+
+	if err := c.Invalidate(ctx, control.Invalidation{Ino: ino}); err != nil {
+		t.Fatal(err)
+	}
+	if n := delta("getattr", func() { _ = stat(p) }); n != 1 {
+		t.Errorf("stat after InvalidateInode: %d requests, want 1", n)
+	}
+	if err := c.Invalidate(ctx, control.Invalidation{Ino: ino}); err != nil {
+		t.Fatal(err)
+	}
+	if n := delta("read", read); n == 0 {
+		t.Errorf("read after InvalidateInode did not reach the server")
+	}
+	if err := c.Invalidate(ctx, control.Invalidation{Parent: cache.RootIno, Name: "missing"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := delta("lookup", func() { _ = stat(missing) }); n != 1 {
+		t.Errorf("lookup after InvalidateEntry of a negative entry: %d requests, want 1", n)
+	}
+
+	sub := filepath.Join(m.Dir, "d", "e")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	deep := filepath.Join(sub, "f")
+	if err := os.WriteFile(deep, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := stat(deep); err != nil {
+		t.Fatal(err)
+	}
+	if n := delta("lookup", func() { _ = stat(deep) }); n != 0 {
+		t.Errorf("repeated stat of a deep path: %d lookups", n)
+	}
+	if err := c.Invalidate(ctx, control.Invalidation{All: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := delta("lookup", func() {
+		if err := stat(deep); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 3 {
+		t.Errorf("stat of d/e/f after InvalidateAll: %d lookups, want 3", n)
+	}
+}
