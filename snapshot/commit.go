@@ -34,6 +34,20 @@ type RootDir struct {
 	Tree     BlobRef `json:"tree"`
 	SubFiles uint64  `json:"files"`
 	SubBytes uint64  `json:"bytes"`
+	// Virtual workspaces over a host directory (see Entry): the root reads
+	// through to the host directory itself; a zero Tree means nothing in it
+	// was changed.
+	HasOrigin bool `json:"has_origin,omitempty"`
+	Modified  bool `json:"modified,omitempty"`
+}
+
+// VirtualBase is what a virtual workspace's changes are relative to:
+// a commit (of a branch or a snapshot), or a directory on a host.
+type VirtualBase struct {
+	Commit   *CommitID `json:"commit,omitempty"`
+	Snapshot string    `json:"snapshot,omitempty"` // the snapshot Commit came from, if any
+	HostDir  string    `json:"host_dir,omitempty"` // absolute path of a host directory base
+	Host     string    `json:"host,omitempty"`     // the machine that has HostDir
 }
 
 // Commit records one state of a branch. Commits are immutable and created
@@ -45,12 +59,14 @@ type Commit struct {
 	// Links is the link table: a tree-encoded blob whose entries, named
 	// LinkName(id), are the multiply-linked files of this commit. Absent
 	// when the volume has no hard links.
-	Links   *BlobRef  `json:"links,omitempty"`
-	Time    time.Time `json:"time"`
-	Kind    string    `json:"kind"` // checkpoint, sync, fork, restore, commit, init, ...
-	Message string    `json:"message,omitempty"`
-	Host    string    `json:"host,omitempty"`
-	Writer  string    `json:"writer,omitempty"` // the writer's lease holder ID
+	Links *BlobRef `json:"links,omitempty"`
+	// Virtual is set on every commit of a virtual workspace branch.
+	Virtual *VirtualBase `json:"virtual,omitempty"`
+	Time    time.Time    `json:"time"`
+	Kind    string       `json:"kind"` // checkpoint, sync, fork, restore, commit, init, ...
+	Message string       `json:"message,omitempty"`
+	Host    string       `json:"host,omitempty"`
+	Writer  string       `json:"writer,omitempty"` // the writer's lease holder ID
 }
 
 // CommitKey returns the store key of a commit.
@@ -79,8 +95,11 @@ func DecodeCommit(b []byte) (Commit, error) {
 	if c.Parent != nil && (ValidateName("branch", c.Parent.Branch) != nil || c.Parent.Seq == 0) {
 		return c, fmt.Errorf("commit %v: bad parent %v: %w", c.ID, *c.Parent, ErrCorrupt)
 	}
-	if c.Root.Tree.IsZero() {
+	if c.Root.Tree.IsZero() && !c.Root.HasOrigin {
 		return c, fmt.Errorf("commit %v: no root tree: %w", c.ID, ErrCorrupt)
+	}
+	if v := c.Virtual; v != nil && (v.Commit == nil) == (v.HostDir == "") {
+		return c, fmt.Errorf("commit %v: a virtual base needs exactly one of a commit and a host directory: %w", c.ID, ErrCorrupt)
 	}
 	return c, nil
 }

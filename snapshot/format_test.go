@@ -68,6 +68,9 @@ func sampleEntries() []Entry {
 		{Name: "hard", Type: TypeFile, LinkID: 0xdeadbeef, Nlink: 2},
 		{Name: "link", Type: TypeSymlink, Mode: 0o777, Size: 9, Target: "README.md", Nlink: 1, Mtime: -5},
 		{Name: "src", Type: TypeDir, Mode: 0o755 | 0o2000, Nlink: 3, Tree: fixedRef(3), SubFiles: 12, SubBytes: 34567},
+		{Name: "v-dir", Type: TypeDir, Mode: 0o755, Nlink: 2, HasOrigin: true, Origin: "src/old"},
+		{Name: "v-file", Type: TypeFile, Mode: 0o644, Nlink: 1, Size: 9000, HasOrigin: true, Origin: "v-file",
+			OriginSize: 8000, Modified: true, Chunks: []Chunk{{Index: 1, Ref: fixedRef(5)}}},
 		{Name: "ünïcode name", Type: TypeFile, Mode: 0o600, Nlink: 1},
 	}
 }

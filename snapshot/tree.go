@@ -88,6 +88,42 @@ type Entry struct {
 	SubBytes uint64
 	// File only: chunks in increasing Index order.
 	Chunks []Chunk
+
+	// Virtual workspaces over a host directory. HasOrigin says the entry
+	// reads through to Origin, a path relative to the host directory ("" is
+	// the directory itself). A directory with an origin and a zero Tree is
+	// not materialized: its entries are the host directory's. A file with an
+	// origin reads its bytes below OriginSize from the host file wherever no
+	// chunk covers them (a partial copy-up).
+	HasOrigin  bool
+	Origin     string
+	OriginSize uint64
+	// Modified marks an entry that differs from its origin, or that has
+	// none: its content, its attributes or, for a directory, its entries.
+	Modified bool
+}
+
+// Entry flag bits in the encoding.
+const (
+	entryHasOrigin = 1 << 0
+	entryModified  = 1 << 1
+)
+
+// ValidateOrigin checks an origin path: "" or a clean relative path with
+// no "." or ".." segment.
+func ValidateOrigin(p string) error {
+	if p == "" {
+		return nil
+	}
+	if strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") {
+		return fmt.Errorf("origin %q: %w", p, ErrBadName)
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if ValidateEntryName(seg) != nil {
+			return fmt.Errorf("origin %q: %w", p, ErrBadName)
+		}
+	}
+	return nil
 }
 
 // LinkName returns the name of a hard-link group's entry in a link table:
@@ -148,6 +184,21 @@ func EncodeTree(entries []Entry) ([]byte, error) {
 			e.String(x.Name)
 			e.Bytes(x.Value)
 		}
+		var flags uint64
+		if en.HasOrigin {
+			flags |= entryHasOrigin
+		}
+		if en.Modified {
+			flags |= entryModified
+		}
+		e.Uvarint(flags)
+		if en.HasOrigin {
+			if err := ValidateOrigin(en.Origin); err != nil {
+				return nil, err
+			}
+			e.String(en.Origin)
+			e.Uvarint(en.OriginSize)
+		}
 		switch en.Type {
 		case TypeDir:
 			encodeRef(&e, en.Tree)
@@ -199,6 +250,19 @@ func DecodeTree(b []byte) ([]Entry, error) {
 				d.Fail("entry %q: xattrs out of order", en.Name)
 			}
 			en.Xattrs = append(en.Xattrs, x)
+		}
+		flags := d.Uvarint()
+		if flags&^(entryHasOrigin|entryModified) != 0 && d.Err() == nil {
+			d.Fail("entry %q: unknown flags %#x", en.Name, flags)
+		}
+		en.Modified = flags&entryModified != 0
+		if flags&entryHasOrigin != 0 {
+			en.HasOrigin = true
+			en.Origin = d.String()
+			en.OriginSize = d.Uvarint()
+			if d.Err() == nil && ValidateOrigin(en.Origin) != nil {
+				d.Fail("entry %q: bad origin %q", en.Name, en.Origin)
+			}
 		}
 		switch en.Type {
 		case TypeDir:
