@@ -81,9 +81,11 @@ func (v *Volume) newUploader(ctx context.Context) *uploader {
 	return &uploader{v: v, ctx: gctx, g: g, started: v.now(), blocks: map[blockKey]upBlock{}}
 }
 
-// addBlock encodes one block's bytes and records its reference.
-func (u *uploader) addBlock(k blockKey, gen uint64, data []byte) {
-	if isZero(data) {
+// addBlock encodes one block's bytes and records its reference. An
+// all-zero block becomes a hole unless keepZero (a block of a host origin
+// must override the host's bytes).
+func (u *uploader) addBlock(k blockKey, gen uint64, data []byte, keepZero bool) {
+	if !keepZero && isZero(data) {
 		u.mu.Lock()
 		u.blocks[k] = upBlock{gen: gen, zero: true}
 		u.mu.Unlock()
@@ -341,6 +343,7 @@ func (v *Volume) checkpointLocked(ctx context.Context, kind, message string) (er
 		Parent:  &snapshot.CommitID{Branch: st.Branch, Seq: st.Seq},
 		Root:    res.root,
 		Links:   res.links,
+		Virtual: st.Virtual,
 		Time:    v.now().UTC(),
 		Kind:    kind,
 		Message: message,
@@ -438,7 +441,7 @@ func (v *Volume) captureBlocks(up *uploader, r *inode, read func([]byte, uint64)
 		if err := read(buf, start); err != nil {
 			return err
 		}
-		up.addBlock(k, gen, buf)
+		up.addBlock(k, gen, buf, r.HasOrigin)
 	}
 	return nil
 }
@@ -457,6 +460,9 @@ type builtDir struct {
 	ref      snapshot.BlobRef
 	subFiles uint64
 	subBytes uint64
+	// mod: the directory differs from its host origin (or has none). An
+	// unmodified directory of a host base is stored as its origin alone.
+	mod bool
 }
 
 // freeze runs phase B under the namespace lock.
@@ -612,7 +618,8 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 	root := recs[RootIno]
 	bd := res.dirs[RootIno]
 	res.root = snapshot.RootDir{Mode: root.Mode, Uid: root.Uid, Gid: root.Gid, Atime: root.Atime, Mtime: root.Mtime,
-		Ctime: root.Ctime, Nlink: root.Nlink, Xattrs: root.Xattrs, Tree: bd.ref, SubFiles: bd.subFiles, SubBytes: bd.subBytes}
+		Ctime: root.Ctime, Nlink: root.Nlink, Xattrs: root.Xattrs, Tree: bd.ref, SubFiles: bd.subFiles, SubBytes: bd.subBytes,
+		HasOrigin: root.HasOrigin, Modified: bd.mod && v.opts.Lower != nil}
 	return res, nil
 }
 
@@ -668,8 +675,9 @@ func (v *Volume) buildDir(txn *badger.Txn, up *uploader, r *inode, built map[uin
 	var bd builtDir
 	if !r.Loaded {
 		// Marked only for its own attributes: its entries are unchanged.
-		return builtDir{ref: r.Tree, subFiles: r.SubFiles, subBytes: r.SubBytes}, nil
+		return builtDir{ref: r.Tree, subFiles: r.SubFiles, subBytes: r.SubBytes, mod: r.Mod || !r.Tree.IsZero()}, nil
 	}
+	bd.mod = r.Mod || !r.HasOrigin
 	prefix := dentryPrefix(r.Ino)
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
 	defer it.Close()
@@ -684,19 +692,25 @@ func (v *Volume) buildDir(txn *badger.Txn, up *uploader, r *inode, built map[uin
 		switch {
 		case cr.Type == snapshot.TypeDir:
 			e := cr.entry(name)
+			childMod := false
 			if b, ok := built[child]; ok {
 				e.Tree, e.SubFiles, e.SubBytes = b.ref, b.subFiles, b.subBytes
+				childMod = b.mod
 			} else {
 				e.Tree, e.SubFiles, e.SubBytes = cr.Tree, cr.SubFiles, cr.SubBytes
+				childMod = cr.Mod || !cr.Tree.IsZero()
 			}
-			if e.Tree.IsZero() {
+			if e.Tree.IsZero() && !e.HasOrigin {
 				return bd, fmt.Errorf("directory %q (%d) has no tree: %w", name, child, ErrIO)
 			}
+			e.Modified = childMod && v.opts.Lower != nil
+			bd.mod = bd.mod || childMod
 			bd.subFiles += e.SubFiles
 			bd.subBytes += e.SubBytes
 			entries = append(entries, e)
 		case cr.LinkID != 0:
 			entries = append(entries, snapshot.Entry{Name: name, Type: cr.Type, LinkID: cr.LinkID})
+			bd.mod = true
 			bd.subFiles++
 			if cr.Type == snapshot.TypeFile {
 				bd.subBytes += cr.Size
@@ -706,12 +720,19 @@ func (v *Volume) buildDir(txn *badger.Txn, up *uploader, r *inode, built map[uin
 			if err != nil {
 				return bd, err
 			}
+			bd.mod = bd.mod || cr.Mod || !cr.HasOrigin
 			entries = append(entries, e)
 			bd.subFiles++
 			if cr.Type == snapshot.TypeFile {
 				bd.subBytes += cr.Size
 			}
 		}
+	}
+	if !bd.mod && v.opts.Lower != nil && r.HasOrigin {
+		// Nothing differs from the host directory: store the origin only
+		// (a zero tree); the directory reads through to the host again.
+		bd.ref = snapshot.BlobRef{}
+		return bd, nil
 	}
 	raw, err := snapshot.EncodeTree(entries)
 	if err != nil {

@@ -46,7 +46,8 @@ type node struct {
 	presenceDirty bool
 	inline        []byte   // inline files: block 0's bytes when present or dirty
 	inlineDirty   bool     // inline holds bytes the database does not
-	f             *os.File // the data file, opened on first need
+	f             *os.File  // the data file, opened on first need
+	lower         LowerFile // the origin file of the host base, opened on first need
 
 	lastEnd atomic.Uint64 // end of the last read, for read-ahead
 
@@ -98,6 +99,42 @@ func (v *Volume) loadNode(txn *badger.Txn, ino uint64) (*node, error) {
 	return n, nil
 }
 
+// refreshOrigin brings an unmodified file of a host base up to date with
+// the host: a file changed on the host since it was listed shows the
+// host's current attributes and bytes from its next open on. Modified
+// files keep their own. Called on a node not yet published.
+func (v *Volume) refreshOrigin(n *node) error {
+	r := n.rec
+	if v.opts.Lower == nil || !r.HasOrigin || r.Mod {
+		return nil
+	}
+	h, err := v.opts.Lower.Stat(context.Background(), r.Origin)
+	if err != nil || h.Type != r.Type {
+		return nil // gone or replaced on the host: keep what was listed
+	}
+	if h.Size == r.Size && h.Mtime == r.Mtime && h.Ctime == r.Ctime && h.Mode == r.Mode && h.Uid == r.Uid && h.Gid == r.Gid {
+		return nil
+	}
+	r.Size, r.OriginSize = h.Size, h.Size
+	r.Mode, r.Uid, r.Gid = h.Mode, h.Uid, h.Gid
+	r.Atime, r.Mtime, r.Ctime = h.Atime, h.Mtime, h.Ctime
+	if r.Inline && r.Size > v.inlineMax {
+		r.Inline = false
+	}
+	n.present = map[uint64]bool{}
+	n.inline = nil
+	_ = os.Remove(v.dataPath(n.ino)) // copies of the old host bytes
+	return v.update(func(txn *badger.Txn, d *delta) error {
+		if err := v.writeFileRec(txn, d, r, false); err != nil {
+			return err
+		}
+		if err := txn.Delete(key64(pInline, n.ino)); err != nil {
+			return err
+		}
+		return txn.Delete(key64(pPresence, n.ino))
+	})
+}
+
 // getValue returns a copy of the value of key, or false if it is absent.
 func getValue(txn *badger.Txn, key []byte) ([]byte, bool, error) {
 	it, err := txn.Get(key)
@@ -130,6 +167,9 @@ func (v *Volume) acquireNode(ino uint64) (*node, error) {
 		return err
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := v.refreshOrigin(n); err != nil {
 		return nil, err
 	}
 	v.nodesMu.Lock()
@@ -186,6 +226,10 @@ func (n *node) closeFile() {
 	if n.f != nil {
 		_ = n.f.Close()
 		n.f = nil
+	}
+	if n.lower != nil {
+		_ = n.lower.Close()
+		n.lower = nil
 	}
 }
 
@@ -389,10 +433,17 @@ func (v *Volume) Read(ctx context.Context, ino uint64, buf []byte, off uint64) (
 			}
 			continue
 		}
-		if !n.rec.Inline && n.f == nil && !opened && (len(n.present) > 0 || len(n.rec.Dirty) > 0) {
+		needLower := false
+		for b := first; b <= last && n.lower == nil; b++ {
+			needLower = needLower || v.blockSource(n, b) == srcHost
+		}
+		if !opened && ((!n.rec.Inline && n.f == nil && (len(n.present) > 0 || len(n.rec.Dirty) > 0)) || needLower) {
 			n.mu.RUnlock()
 			n.mu.Lock()
 			_, err := n.file(false)
+			if err == nil && needLower {
+				err = n.openLower(ctx)
+			}
 			n.mu.Unlock()
 			if err != nil {
 				return 0, err
@@ -401,7 +452,7 @@ func (v *Volume) Read(ctx context.Context, ino uint64, buf []byte, off uint64) (
 			continue
 		}
 		cnt := int(end - off)
-		err := n.readLocal(buf[:cnt], off)
+		err := n.readRange(buf[:cnt], off)
 		n.mu.RUnlock()
 		if err != nil {
 			return 0, err
@@ -415,14 +466,99 @@ func (v *Volume) Read(ctx context.Context, ino uint64, buf []byte, off uint64) (
 	}
 }
 
-// blockRemote reports whether block b must be fetched before use. Caller
-// holds n.mu.
-func (v *Volume) blockRemote(n *node, b uint64) bool {
+// source says where a block's bytes come from.
+type source int
+
+const (
+	srcHole   source = iota // zeros
+	srcLocal                // the local bytes (dirty, or present)
+	srcRemote               // a committed chunk not present locally
+	srcHost                 // the origin file of a host base
+)
+
+// blockSource tells where block b's bytes come from. Caller holds n.mu.
+func (v *Volume) blockSource(n *node, b uint64) source {
 	if n.present[b] || n.rec.isDirty(b) {
-		return false
+		return srcLocal
 	}
-	_, has := n.rec.chunk(b)
-	return has
+	if _, has := n.rec.chunk(b); has {
+		return srcRemote
+	}
+	if n.rec.HasOrigin && b*v.chunkSize < n.rec.OriginSize {
+		return srcHost
+	}
+	return srcHole
+}
+
+// blockRemote reports whether block b must be fetched before it is read.
+// Caller holds n.mu.
+func (v *Volume) blockRemote(n *node, b uint64) bool { return v.blockSource(n, b) == srcRemote }
+
+// blockToCopy reports whether block b must be made local before part of
+// it is overwritten: a remote chunk, or a block of a host origin (copy-up).
+// Caller holds n.mu.
+func (v *Volume) blockToCopy(n *node, b uint64) bool {
+	s := v.blockSource(n, b)
+	return s == srcRemote || s == srcHost
+}
+
+// readRange reads p at off, block by block from where each block's bytes
+// are: local bytes (holes read as zeros from them), or the host origin.
+// Remote blocks must have been fetched. Caller holds n.mu.
+func (n *node) readRange(p []byte, off uint64) error {
+	bs := n.v.chunkSize
+	for len(p) > 0 {
+		// A run of blocks with the same kind of source: one read.
+		host := n.v.blockSource(n, off/bs) == srcHost
+		end := off + uint64(len(p))
+		for b := off/bs + 1; b*bs < end; b++ {
+			if (n.v.blockSource(n, b) == srcHost) != host {
+				end = b * bs
+				break
+			}
+		}
+		seg := p[:end-off]
+		var err error
+		if host {
+			err = n.readHost(seg, off)
+		} else {
+			err = n.readLocal(seg, off)
+		}
+		if err != nil {
+			return err
+		}
+		p, off = p[len(seg):], end
+	}
+	return nil
+}
+
+// openLower opens the origin file. Caller holds n.mu exclusively.
+func (n *node) openLower(ctx context.Context) error {
+	if n.lower != nil || !n.rec.HasOrigin || n.v.opts.Lower == nil {
+		return nil
+	}
+	f, err := n.v.opts.Lower.Open(ctx, n.rec.Origin)
+	if err != nil {
+		return fmt.Errorf("%w: open %q of the host base: %w", ErrIO, n.rec.Origin, err)
+	}
+	n.lower = f
+	return nil
+}
+
+// readHost reads p at off from the origin file: bytes at or past OriginSize
+// (or past the host file's end) read as zeros. Caller holds n.mu.
+func (n *node) readHost(p []byte, off uint64) error {
+	got := 0
+	if n.lower != nil && off < n.rec.OriginSize {
+		want := p[:min(uint64(len(p)), n.rec.OriginSize-off)]
+		var err error
+		got, err = n.lower.ReadAt(want, int64(off))
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: read %q of the host base: %w", ErrIO, n.rec.Origin, err)
+		}
+	}
+	clear(p[got:])
+	return nil
 }
 
 // readLocal reads p at off from the local bytes; bytes not held read as
@@ -454,9 +590,29 @@ func (n *node) readLocal(p []byte, off uint64) error {
 func (v *Volume) fetchBlock(ctx context.Context, n *node, b uint64) error {
 	n.mu.RLock()
 	ref, has := n.rec.chunk(b)
-	done := n.present[b] || n.rec.isDirty(b)
+	src := v.blockSource(n, b)
 	n.mu.RUnlock()
-	if done || !has {
+	var data []byte
+	switch src {
+	case srcHost:
+		// Copy-up of one block of a host origin, read under the lock so
+		// that the origin cannot change meanwhile.
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if v.blockSource(n, b) != srcHost {
+			return nil
+		}
+		if err := n.openLower(ctx); err != nil {
+			return err
+		}
+		start := b * v.chunkSize
+		data = make([]byte, min(v.chunkSize, n.rec.OriginSize-start))
+		if err := n.readHost(data, start); err != nil {
+			return err
+		}
+		return v.installBlock(n, b, data)
+	case srcRemote:
+	default:
 		return nil
 	}
 	data, err := v.fetchChunk(ctx, ref)
@@ -469,6 +625,12 @@ func (v *Volume) fetchBlock(ctx context.Context, n *node, b uint64) error {
 	if n.present[b] || n.rec.isDirty(b) || !has || cur != ref {
 		return nil
 	}
+	return v.installBlock(n, b, data)
+}
+
+// installBlock stores data as the local bytes of block b and marks it
+// present. Caller holds n.mu exclusively.
+func (v *Volume) installBlock(n *node, b uint64, data []byte) error {
 	// The block's extent in the file: bytes past the chunk read as zeros.
 	start := b * v.chunkSize
 	extent := min(v.chunkSize, n.rec.Size-start)
@@ -567,7 +729,7 @@ func (v *Volume) Write(ctx context.Context, ino uint64, data []byte, off uint64)
 		// A partial write to a remote block needs its old bytes first.
 		need, ok := uint64(0), false
 		for b := first; b <= last; b++ {
-			if v.blockRemote(n, b) && !v.covers(off, end, b, n.rec.Size) {
+			if v.blockToCopy(n, b) && !v.covers(off, end, b, n.rec.Size) {
 				need, ok = b, true
 				break
 			}
@@ -621,6 +783,10 @@ func (v *Volume) writeLocked(n *node, data []byte, off, first, last uint64) erro
 		if err := v.migrate(n); err != nil {
 			return err
 		}
+	}
+	if v.opts.Lower != nil && !n.rec.Mod {
+		n.rec.Mod = true
+		n.memDirty = true
 	}
 	now := v.now().UnixNano()
 	if n.rec.Inline {
@@ -724,7 +890,7 @@ func (v *Volume) truncateNode(ctx context.Context, n *node, size uint64) error {
 	for {
 		n.mu.Lock()
 		old := n.rec.Size
-		if size < old && size%bs != 0 && v.blockRemote(n, size/bs) {
+		if size < old && size%bs != 0 && v.blockToCopy(n, size/bs) {
 			n.mu.Unlock()
 			if err := v.fetchBlock(ctx, n, size/bs); err != nil {
 				return err
@@ -746,6 +912,10 @@ func (v *Volume) truncateLocked(n *node, size uint64) error {
 			return err
 		}
 	}
+	if v.opts.Lower != nil {
+		n.rec.Mod = true
+	}
+	n.rec.OriginSize = min(n.rec.OriginSize, size) // the host's bytes past it are gone
 	if old := n.rec.Size; size < old {
 		keep := (size + bs - 1) / bs // blocks [0, keep) survive
 		for _, b := range n.rec.Dirty {

@@ -62,3 +62,58 @@ func (v *Volume) Restore(ctx context.Context, ref, message string) (snapshot.Res
 	}
 	return res, nil
 }
+
+// Rewrite moves the volume's branch to a commit built from its head, and the
+// live namespace with it: everything written before the call is committed
+// first; fn receives that head and returns the next commit's content (Root,
+// Links, Virtual, Message — the engine fills in its number, parent, time,
+// kind and writer); the commit is written and the namespace switched to it
+// (see SwitchTo). Virtual workspaces use it to discard changes and to move
+// their base.
+func (v *Volume) Rewrite(ctx context.Context, kind string, fn func(head snapshot.Commit) (snapshot.Commit, error)) (snapshot.Commit, error) {
+	if v.opts.ReadOnly {
+		return snapshot.Commit{}, ErrReadOnly
+	}
+	v.cpMu.Lock()
+	defer v.cpMu.Unlock()
+	if err := v.checkpointLocked(ctx, "sync", "before "+kind); err != nil {
+		return snapshot.Commit{}, fmt.Errorf("%s: commit the current state first: %w", kind, err)
+	}
+	st := v.getState()
+	head, err := v.repo.ReadCommit(ctx, snapshot.CommitID{Branch: st.Branch, Seq: st.Seq})
+	if err != nil {
+		return snapshot.Commit{}, fmt.Errorf("%s: %w", kind, err)
+	}
+	next, err := fn(head)
+	if err != nil {
+		return snapshot.Commit{}, err
+	}
+	next.ID = snapshot.CommitID{Branch: st.Branch, Seq: st.Seq + 1}
+	next.Parent = &head.ID
+	next.Time = v.now().UTC()
+	next.Kind = kind
+	next.Host = v.opts.Host
+	next.Writer = st.Writer
+	if err := v.repo.WriteCommit(ctx, next); err != nil {
+		return snapshot.Commit{}, fmt.Errorf("%s: %w", kind, err)
+	}
+	if err := v.switchToLocked(ctx, next); err != nil {
+		return next, fmt.Errorf("%s: committed %v but this mount could not follow (remount it): %w", kind, next.ID, err)
+	}
+	return next, nil
+}
+
+// Head returns the commit the volume derives from (its last commit, or the
+// one it was opened at), with the virtual base it records.
+func (v *Volume) Head(ctx context.Context) (snapshot.Commit, error) {
+	st := v.getState()
+	return v.repo.ReadCommit(ctx, snapshot.CommitID{Branch: st.Branch, Seq: st.Seq})
+}
+
+// Repo returns the volume's repository (for the layers above: diffs,
+// snapshots).
+func (v *Volume) Repo() *snapshot.Repo { return v.repo }
+
+// Lower returns the host directory a virtual workspace reads through to, or
+// nil.
+func (v *Volume) Lower() Lower { return v.opts.Lower }

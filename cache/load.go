@@ -34,14 +34,29 @@ func (v *Volume) loadDir(ctx context.Context, ino uint64) error {
 		return nil
 	}
 	tree := rec.Tree
-	ch := v.fetches.DoChan("tree:"+strconv.FormatUint(ino, 10)+":"+tree.String(), func() (any, error) {
-		b, err := v.repo.ReadBlob(context.WithoutCancel(ctx), tree)
-		if err != nil {
-			return nil, err
-		}
-		entries, err := snapshot.DecodeTree(b)
-		if err != nil {
-			return nil, err
+	fromLower := tree.IsZero() && rec.HasOrigin && v.opts.Lower != nil
+	ch := v.fetches.DoChan("tree:"+strconv.FormatUint(ino, 10)+":"+tree.String()+":"+rec.Origin, func() (any, error) {
+		ctx := context.WithoutCancel(ctx)
+		var entries []snapshot.Entry
+		if fromLower {
+			// A directory of the host base, not materialized yet. One the
+			// host no longer has reads as empty.
+			var err error
+			entries, err = v.lowerEntries(ctx, rec.Origin)
+			if errors.Is(err, ErrNotFound) {
+				entries, err = nil, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+		} else {
+			b, err := v.repo.ReadBlob(ctx, tree)
+			if err != nil {
+				return nil, err
+			}
+			if entries, err = snapshot.DecodeTree(b); err != nil {
+				return nil, err
+			}
 		}
 		return nil, v.installDir(ino, tree, entries)
 	})
@@ -85,6 +100,17 @@ func (v *Volume) installDir(ino uint64, tree snapshot.BlobRef, entries []snapsho
 	}
 	if rec.Loaded || rec.Tree != tree {
 		return nil // loaded (or replaced) meanwhile
+	}
+	if v.opts.Lower != nil {
+		// Nlink of a directory read through from the host is the host's;
+		// the engine keeps it true to the entries it installs.
+		subdirs := uint32(0)
+		for i := range entries {
+			if entries[i].Type == snapshot.TypeDir {
+				subdirs++
+			}
+		}
+		rec.Nlink = 2 + subdirs
 	}
 	wb := newBatch(v.db)
 	if len(stale) > 0 {

@@ -73,10 +73,14 @@ func (o *mop) get(ino uint64) (*inode, error) {
 	return r, nil
 }
 
-// put schedules r to be written.
+// put schedules r to be written. A changed inode differs from its base
+// (tracked for virtual workspaces over a host directory).
 func (o *mop) put(r *inode) {
 	o.recs[r.Ino] = r
 	o.dirty[r.Ino] = true
+	if o.v.opts.Lower != nil {
+		r.Mod = true
+	}
 }
 
 // markEntry records that r's own attributes changed: the tree holding its

@@ -83,7 +83,7 @@ func (v *Volume) switchToLocked(ctx context.Context, c snapshot.Commit) error {
 			wb.op(func(t *badger.Txn) error { return setFileDirty(t, d, ino, false) })
 		}
 		v.stateMu.Lock()
-		v.state.Branch, v.state.Seq, v.state.Links = c.ID.Branch, c.ID.Seq, c.Links
+		v.state.Branch, v.state.Seq, v.state.Links, v.state.Virtual = c.ID.Branch, c.ID.Seq, c.Links, c.Virtual
 		st := v.state
 		v.stateMu.Unlock()
 		wb.op(func(t *badger.Txn) error { return v.saveState(t, st) })
@@ -224,7 +224,8 @@ func (rc *reconciler) root(r snapshot.RootDir) error {
 		return err
 	}
 	e := snapshot.Entry{Type: snapshot.TypeDir, Mode: r.Mode, Uid: r.Uid, Gid: r.Gid, Atime: r.Atime,
-		Mtime: r.Mtime, Ctime: r.Ctime, Nlink: r.Nlink, Xattrs: r.Xattrs, Tree: r.Tree, SubFiles: r.SubFiles, SubBytes: r.SubBytes}
+		Mtime: r.Mtime, Ctime: r.Ctime, Nlink: r.Nlink, Xattrs: r.Xattrs, Tree: r.Tree, SubFiles: r.SubFiles, SubBytes: r.SubBytes,
+		HasOrigin: r.HasOrigin, Modified: r.Modified}
 	return rc.dir(rec, &e)
 }
 
@@ -245,13 +246,22 @@ func (rc *reconciler) dir(rec *inode, e *snapshot.Entry) error {
 		}
 		return rc.v.db.Update(func(txn *badger.Txn) error { return txn.Set(key64(pInode, rec.Ino), encodeInode(rec)) })
 	}
-	b, err := rc.v.repo.ReadBlob(rc.ctx, e.Tree)
-	if err != nil {
-		return fmt.Errorf("read tree: %w", err)
-	}
-	entries, err := snapshot.DecodeTree(b)
-	if err != nil {
-		return err
+	var entries []snapshot.Entry
+	if e.Tree.IsZero() && e.HasOrigin && rc.v.opts.Lower != nil {
+		// Back to the host directory itself.
+		var err error
+		entries, err = rc.v.lowerEntries(rc.ctx, e.Origin)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+	} else {
+		b, err := rc.v.repo.ReadBlob(rc.ctx, e.Tree)
+		if err != nil {
+			return fmt.Errorf("read tree: %w", err)
+		}
+		if entries, err = snapshot.DecodeTree(b); err != nil {
+			return err
+		}
 	}
 	live, err := rc.v.readDirLocked(rec.Ino)
 	if err != nil {
@@ -338,12 +348,14 @@ func (v *Volume) readDirLocked(ino uint64) ([]DirEntry, error) {
 }
 
 func sameAttrs(r *inode, e *snapshot.Entry) bool {
-	return r.Mode == e.Mode && r.Uid == e.Uid && r.Gid == e.Gid && r.Atime == e.Atime && r.Mtime == e.Mtime &&
+	return r.HasOrigin == e.HasOrigin && r.Origin == e.Origin && r.OriginSize == e.OriginSize && r.Mod == e.Modified &&
+		r.Mode == e.Mode && r.Uid == e.Uid && r.Gid == e.Gid && r.Atime == e.Atime && r.Mtime == e.Mtime &&
 		r.Ctime == e.Ctime && r.Rdev == e.Rdev && r.Target == e.Target && slices.EqualFunc(r.Xattrs, e.Xattrs,
 		func(a, b snapshot.Xattr) bool { return a.Name == b.Name && string(a.Value) == string(b.Value) })
 }
 
 func setAttrs(r *inode, e *snapshot.Entry) {
+	r.HasOrigin, r.Origin, r.OriginSize, r.Mod = e.HasOrigin, e.Origin, e.OriginSize, e.Modified
 	r.Mode, r.Uid, r.Gid = e.Mode, e.Uid, e.Gid
 	r.Atime, r.Mtime, r.Ctime = e.Atime, e.Mtime, e.Ctime
 	r.Rdev, r.Target, r.Xattrs = e.Rdev, e.Target, slices.Clone(e.Xattrs)

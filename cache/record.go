@@ -110,6 +110,15 @@ type inode struct {
 	// inline; a file that grows past the inline limit moves to a data file
 	// for good.
 	Inline bool
+
+	// Virtual workspaces over a host directory: the path the inode reads
+	// through to (see snapshot.Entry), and whether it differs from it.
+	HasOrigin  bool
+	Origin     string
+	OriginSize uint64
+	// Mod: the inode's content, attributes or (directories) entries were
+	// changed since it was loaded from its base.
+	Mod bool
 }
 
 const recVersion = 1
@@ -150,6 +159,10 @@ func encodeInode(n *inode) []byte {
 		e.Uvarint(b)
 	}
 	e.Bool(n.Inline)
+	e.Bool(n.HasOrigin)
+	e.String(n.Origin)
+	e.Uvarint(n.OriginSize)
+	e.Bool(n.Mod)
 	return e.B
 }
 
@@ -191,6 +204,10 @@ func decodeInode(b []byte) (*inode, error) {
 		n.Dirty = append(n.Dirty, d.Uvarint())
 	}
 	n.Inline = d.Bool()
+	n.HasOrigin = d.Bool()
+	n.Origin = d.String()
+	n.OriginSize = d.Uvarint()
+	n.Mod = d.Bool()
 	d.End()
 	if d.Err() != nil {
 		return nil, fmt.Errorf("inode record: %w: %w", ErrIO, d.Err())
@@ -305,6 +322,7 @@ func (n *inode) entry(name string) snapshot.Entry {
 		Name: name, Type: n.Type, Mode: n.Mode, Uid: n.Uid, Gid: n.Gid, Size: n.Size,
 		Atime: n.Atime, Mtime: n.Mtime, Ctime: n.Ctime, Nlink: n.Nlink, Rdev: n.Rdev,
 		Target: n.Target, Xattrs: n.Xattrs, LinkID: n.LinkID,
+		HasOrigin: n.HasOrigin, Origin: n.Origin, OriginSize: n.OriginSize, Modified: n.Mod,
 	}
 	switch n.Type {
 	case snapshot.TypeFile:
@@ -323,6 +341,7 @@ func inodeFromEntry(ino, parent uint64, e *snapshot.Entry, inlineMax uint64) *in
 		Ino: ino, Type: e.Type, Mode: e.Mode, Uid: e.Uid, Gid: e.Gid, Size: e.Size,
 		Atime: e.Atime, Mtime: e.Mtime, Ctime: e.Ctime, Nlink: e.Nlink, Rdev: e.Rdev,
 		Target: e.Target, Xattrs: e.Xattrs, Parent: parent, LinkID: e.LinkID,
+		HasOrigin: e.HasOrigin, Origin: e.Origin, OriginSize: e.OriginSize, Mod: e.Modified,
 	}
 	switch e.Type {
 	case snapshot.TypeDir:

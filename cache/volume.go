@@ -55,6 +55,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Clock returns the current time; default time.Now. Tests inject one.
 	Clock func() time.Time
+	// Lower is the host directory a virtual workspace over a host directory
+	// reads through to; nil otherwise. Its root is the base of the branch's
+	// commits that have a root origin.
+	Lower Lower
 	// Host and MountPoint name this writer in its lease. Host defaults to
 	// os.Hostname().
 	Host       string
@@ -73,6 +77,9 @@ type volState struct {
 	Writer string `json:"writer"`
 	// Links is the link table of commit Seq.
 	Links *snapshot.BlobRef `json:"links,omitempty"`
+	// Virtual is the base of a virtual workspace (nil otherwise), copied
+	// into every commit.
+	Virtual *snapshot.VirtualBase `json:"virtual,omitempty"`
 	// DivergedFrom is set when a lost commit race moved this cache's
 	// changes to Branch: the branch it was mounted on.
 	DivergedFrom string `json:"diverged_from,omitempty"`
@@ -368,7 +375,7 @@ func (v *Volume) resetNamespace(ctx context.Context, c snapshot.Commit) error {
 	r := c.Root
 	root := &inode{Ino: RootIno, Type: snapshot.TypeDir, Mode: r.Mode, Uid: r.Uid, Gid: r.Gid,
 		Atime: r.Atime, Mtime: r.Mtime, Ctime: r.Ctime, Nlink: max(r.Nlink, 2), Xattrs: r.Xattrs,
-		Tree: r.Tree, SubFiles: r.SubFiles, SubBytes: r.SubBytes}
+		Tree: r.Tree, SubFiles: r.SubFiles, SubBytes: r.SubBytes, HasOrigin: r.HasOrigin, Mod: r.Modified}
 	wb := newBatch(v.db)
 	wb.set(key64(pInode, RootIno), encodeInode(root))
 	for i := range links {
@@ -387,6 +394,7 @@ func (v *Volume) resetNamespace(ctx context.Context, c snapshot.Commit) error {
 	v.state.Branch = c.ID.Branch
 	v.state.Seq = c.ID.Seq
 	v.state.Links = c.Links
+	v.state.Virtual = c.Virtual
 	st := v.state
 	v.stateMu.Unlock()
 	b, _ := json.Marshal(st)
