@@ -1,0 +1,239 @@
+package overlay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentfs/agentfs/cache"
+	"github.com/agentfs/agentfs/snapshot"
+)
+
+// stagePrefix starts the name of the directory where a commit stages new
+// file contents inside the host directory (HostDir never lists it).
+const stagePrefix = ".agentfs-commit-"
+
+// applyToHost writes changes to the host directory. First every new file,
+// symlink and special file is staged — its bytes read from the workspace,
+// which still reads through to the unchanged host — in a directory of the
+// host directory (same filesystem, so renames are atomic). Then deletions
+// (deepest first), renames and new directories (shallowest first), and the
+// staged files are renamed into place, each atomically. Directories get
+// their times last, once their contents are in place. If it stops midway,
+// every path is either old or new, never partly written.
+func (w *Workspace) applyToHost(ctx context.Context, changes []Change) (err error) {
+	depth := func(p string) int { return strings.Count(p, "/") }
+	stage, err := os.MkdirTemp(w.host.Root(), stagePrefix+"*")
+	if err != nil {
+		return fmt.Errorf("commit: stage in %s: %w", w.host.Root(), err)
+	}
+	defer func() {
+		if rerr := os.RemoveAll(stage); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	type staged struct {
+		path, tmp string
+	}
+	var files []staged
+	var dels, dirs, renames []Change
+	for i, c := range changes {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		switch c.Op {
+		case Deleted:
+			dels = append(dels, c)
+			continue
+		case Renamed:
+			renames = append(renames, c)
+		}
+		a, err := lookupPath(ctx, w.vol, c.Path)
+		if err != nil {
+			return fmt.Errorf("commit %s: %w", c, err)
+		}
+		if a.Type == snapshot.TypeDir {
+			dirs = append(dirs, c)
+			continue
+		}
+		if c.Op == Renamed {
+			continue // moved whole below
+		}
+		tmp := filepath.Join(stage, fmt.Sprint(i))
+		if err := w.stageFile(ctx, tmp, a); err != nil {
+			return fmt.Errorf("commit %s: %w", c, err)
+		}
+		files = append(files, staged{c.Path, tmp})
+	}
+	sort.SliceStable(dels, func(i, j int) bool { return depth(dels[i].Path) > depth(dels[j].Path) })
+	for _, c := range dels {
+		if err := os.RemoveAll(w.hostPath(c.Path)); err != nil {
+			return fmt.Errorf("commit %s: %w", c, err)
+		}
+	}
+	sort.SliceStable(renames, func(i, j int) bool { return depth(renames[i].Path) < depth(renames[j].Path) })
+	for _, c := range renames {
+		if err := os.Rename(w.hostPath(c.From), w.hostPath(c.Path)); err != nil {
+			return fmt.Errorf("commit %s: %w", c, err)
+		}
+	}
+	sort.SliceStable(dirs, func(i, j int) bool { return depth(dirs[i].Path) < depth(dirs[j].Path) })
+	for _, c := range dirs {
+		dst := w.hostPath(c.Path)
+		a, err := lookupPath(ctx, w.vol, c.Path)
+		if err != nil {
+			return err
+		}
+		if fi, err := os.Lstat(dst); err == nil && !fi.IsDir() {
+			if err := os.Remove(dst); err != nil {
+				return err
+			}
+		}
+		if err := os.Mkdir(dst, os.FileMode(a.Mode&0o777)); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("commit %s: %w", c, err)
+		}
+		if err := w.setAttrs(ctx, dst, a, false); err != nil {
+			return fmt.Errorf("commit %s: %w", c, err)
+		}
+	}
+	for _, f := range files {
+		dst := w.hostPath(f.path)
+		if fi, err := os.Lstat(dst); err == nil && fi.IsDir() {
+			if err := os.RemoveAll(dst); err != nil {
+				return err
+			}
+		}
+		if err := os.Rename(f.tmp, dst); err != nil {
+			return fmt.Errorf("commit %s: %w", f.path, err)
+		}
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		a, err := lookupPath(ctx, w.vol, dirs[i].Path)
+		if err != nil {
+			return err
+		}
+		if err := setTimes(w.hostPath(dirs[i].Path), a); err != nil {
+			return fmt.Errorf("commit %s: %w", dirs[i].Path, err)
+		}
+	}
+	return nil
+}
+
+// stageFile writes the live non-directory a to tmp, with its attributes.
+func (w *Workspace) stageFile(ctx context.Context, tmp string, a cache.Attr) error {
+	switch a.Type {
+	case snapshot.TypeFile:
+		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return err
+		}
+		err = w.copyLive(ctx, a, f)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		return w.setAttrs(ctx, tmp, a, false)
+	case snapshot.TypeSymlink:
+		target, err := w.vol.Readlink(ctx, a.Ino)
+		if err != nil {
+			return err
+		}
+		if err := os.Symlink(target, tmp); err != nil {
+			return err
+		}
+		return w.setAttrs(ctx, tmp, a, true)
+	default:
+		if err := unix.Mknod(tmp, cache.TypeMode(a.Type)|a.Mode&0o777, int(a.Rdev)); err != nil {
+			return err
+		}
+		return w.setAttrs(ctx, tmp, a, false)
+	}
+}
+
+// copyLive streams the bytes of live file a to f.
+func (w *Workspace) copyLive(ctx context.Context, a cache.Attr, f *os.File) error {
+	a, err := w.vol.Open(ctx, a.Ino, false)
+	if err != nil {
+		return err
+	}
+	defer w.vol.Release(ctx, a.Ino)
+	buf := make([]byte, 1<<20)
+	for off := uint64(0); off < a.Size; {
+		n, err := w.vol.Read(ctx, a.Ino, buf[:min(uint64(len(buf)), a.Size-off)], off)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("read: %w", io.ErrUnexpectedEOF)
+		}
+		if _, err := f.Write(buf[:n]); err != nil {
+			return err
+		}
+		off += uint64(n)
+	}
+	return nil
+}
+
+// setAttrs gives p the owner (when this process may), mode, xattrs and
+// times of live inode a.
+func (w *Workspace) setAttrs(ctx context.Context, p string, a cache.Attr, symlink bool) error {
+	if os.Geteuid() == 0 {
+		if err := os.Lchown(p, int(a.Uid), int(a.Gid)); err != nil {
+			return err
+		}
+	}
+	if !symlink {
+		if err := os.Chmod(p, os.FileMode(a.Mode&0o777)|modeBits(a.Mode)); err != nil {
+			return err
+		}
+		names, err := w.vol.ListXattr(ctx, a.Ino)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			val, err := w.vol.GetXattr(ctx, a.Ino, n)
+			if err != nil {
+				return err
+			}
+			if err := unix.Lsetxattr(p, n, val, 0); err != nil && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOTSUP) {
+				return fmt.Errorf("xattr %s: %w", n, err)
+			}
+		}
+	}
+	if a.Type == snapshot.TypeDir {
+		return nil // after its contents (applyToHost)
+	}
+	return setTimes(p, a)
+}
+
+func setTimes(p string, a cache.Attr) error {
+	ts := []unix.Timespec{unix.NsecToTimespec(a.Atime), unix.NsecToTimespec(a.Mtime)}
+	return unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// modeBits converts setuid, setgid and sticky bits to os.FileMode.
+func modeBits(m uint32) os.FileMode {
+	var out os.FileMode
+	if m&0o4000 != 0 {
+		out |= os.ModeSetuid
+	}
+	if m&0o2000 != 0 {
+		out |= os.ModeSetgid
+	}
+	if m&0o1000 != 0 {
+		out |= os.ModeSticky
+	}
+	return out
+}

@@ -1,0 +1,230 @@
+package overlay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentfs/agentfs/cache"
+	"github.com/agentfs/agentfs/snapshot"
+)
+
+// HostDir is a directory on this machine used, read-only, as the base of a
+// virtual workspace (a cache.Lower). Every path is resolved beneath the
+// directory with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS): a symlink in
+// the host tree, even one swapped in after a listing, never leads a read
+// outside it.
+//
+// HostDir never writes; Apply (used by Workspace.Commit) is the only code
+// that changes the host directory.
+type HostDir struct {
+	root string
+	fd   int // the root directory, opened O_PATH
+}
+
+var _ cache.Lower = (*HostDir)(nil)
+
+// OpenHostDir opens dir (made absolute) as a base. It must be a directory.
+func OpenHostDir(dir string) (*HostDir, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("host directory %s: %w", dir, err)
+	}
+	fd, err := unix.Open(abs, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("host directory %s: %w", abs, err)
+	}
+	return &HostDir{root: abs, fd: fd}, nil
+}
+
+// Root returns the directory's absolute path.
+func (h *HostDir) Root() string { return h.root }
+
+// Close releases the directory.
+func (h *HostDir) Close() error { return unix.Close(h.fd) }
+
+// openBeneath opens path (relative; "" is the root) beneath the root.
+func (h *HostDir) openBeneath(path string, flags uint64) (int, error) {
+	if path == "" {
+		path = "."
+	}
+	if err := snapshot.ValidateOrigin(strings.TrimPrefix(path, "./")); err != nil && path != "." {
+		return -1, fmt.Errorf("%s: %w", path, cache.ErrInvalid)
+	}
+	how := unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS}
+	for {
+		fd, err := unix.Openat2(h.fd, path, &how)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return -1, h.mapErr(path, err)
+		}
+		return fd, nil
+	}
+}
+
+func (h *HostDir) mapErr(path string, err error) error {
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV):
+		return fmt.Errorf("%s in host directory %s: %w: %w", path, h.root, cache.ErrNotFound, err)
+	}
+	return fmt.Errorf("%s in host directory %s: %w", path, h.root, err)
+}
+
+// split returns the parent directory and the last element of path.
+func split(path string) (string, string) {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		return path[:i], path[i+1:]
+	}
+	return "", path
+}
+
+// ReadDir lists the directory at path, sorted by name.
+func (h *HostDir) ReadDir(ctx context.Context, path string) ([]snapshot.Entry, error) {
+	fd, err := h.openBeneath(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOATIME)
+	if errors.Is(err, unix.EPERM) {
+		fd, err = h.openBeneath(path, unix.O_RDONLY|unix.O_DIRECTORY)
+	}
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("list %s in host directory %s: %w", path, h.root, err)
+	}
+	sort.Strings(names)
+	out := make([]snapshot.Entry, 0, len(names))
+	for _, name := range names {
+		if path == "" && strings.HasPrefix(name, stagePrefix) {
+			continue // a commit in progress stages files here
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		e, err := h.statAt(fd, name)
+		if errors.Is(err, cache.ErrNotFound) {
+			continue // removed meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Stat returns the attributes of path.
+func (h *HostDir) Stat(ctx context.Context, path string) (snapshot.Entry, error) {
+	if path == "" {
+		fd, err := h.openBeneath("", unix.O_PATH|unix.O_DIRECTORY)
+		if err != nil {
+			return snapshot.Entry{}, err
+		}
+		defer unix.Close(fd)
+		return h.statAt(fd, "")
+	}
+	dir, name := split(path)
+	fd, err := h.openBeneath(dir, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return snapshot.Entry{}, err
+	}
+	defer unix.Close(fd)
+	return h.statAt(fd, name)
+}
+
+// statAt describes name in directory dirfd ("" is the directory itself).
+func (h *HostDir) statAt(dirfd int, name string) (snapshot.Entry, error) {
+	var st unix.Stat_t
+	flags := unix.AT_SYMLINK_NOFOLLOW
+	if name == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	if err := unix.Fstatat(dirfd, name, &st, flags); err != nil {
+		return snapshot.Entry{}, h.mapErr(name, err)
+	}
+	t, ok := cache.TypeOfMode(st.Mode)
+	if !ok {
+		return snapshot.Entry{}, fmt.Errorf("%s: unknown file type %o: %w", name, st.Mode, cache.ErrInvalid)
+	}
+	e := snapshot.Entry{
+		Name: name, Type: t, Mode: st.Mode & cache.ModePerm, Uid: st.Uid, Gid: st.Gid,
+		Atime: st.Atim.Nano(), Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano(), Nlink: 1,
+	}
+	switch t {
+	case snapshot.TypeFile:
+		e.Size = uint64(st.Size)
+	case snapshot.TypeDir:
+		e.Nlink = uint32(st.Nlink)
+	case snapshot.TypeSymlink:
+		buf := make([]byte, cache.MaxSymlinkLen+1)
+		n, err := unix.Readlinkat(dirfd, name, buf)
+		if err != nil {
+			return snapshot.Entry{}, h.mapErr(name, err)
+		}
+		e.Target = string(buf[:n])
+		e.Size = uint64(n)
+	case snapshot.TypeCharDev, snapshot.TypeBlockDev:
+		e.Rdev = st.Rdev
+	}
+	if t != snapshot.TypeSymlink {
+		e.Xattrs = h.xattrs(dirfd, name)
+	}
+	return e, nil
+}
+
+// xattrs reads the extended attributes of name (best effort: a filesystem
+// without them, or attributes this process may not read, give none).
+func (h *HostDir) xattrs(dirfd int, name string) []snapshot.Xattr {
+	p := fmt.Sprintf("/proc/self/fd/%d", dirfd)
+	if name != "" {
+		p += "/" + name
+	}
+	sz, err := unix.Llistxattr(p, nil)
+	if err != nil || sz <= 0 {
+		return nil
+	}
+	buf := make([]byte, sz)
+	sz, err = unix.Llistxattr(p, buf)
+	if err != nil {
+		return nil
+	}
+	var out []snapshot.Xattr
+	for _, n := range strings.Split(strings.TrimRight(string(buf[:sz]), "\x00"), "\x00") {
+		if n == "" || strings.HasPrefix(n, "system.") {
+			continue
+		}
+		vsz, err := unix.Lgetxattr(p, n, nil)
+		if err != nil {
+			continue
+		}
+		val := make([]byte, vsz)
+		if vsz, err = unix.Lgetxattr(p, n, val); err != nil {
+			continue
+		}
+		out = append(out, snapshot.Xattr{Name: n, Value: val[:vsz]})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Open opens the regular file at path for reading (without updating its
+// access time when the process may).
+func (h *HostDir) Open(ctx context.Context, path string) (cache.LowerFile, error) {
+	fd, err := h.openBeneath(path, unix.O_RDONLY|unix.O_NOATIME)
+	if errors.Is(err, unix.EPERM) {
+		fd, err = h.openBeneath(path, unix.O_RDONLY)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(h.root, path)), nil
+}

@@ -1,0 +1,219 @@
+package overlay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/agentfs/agentfs/snapshot"
+)
+
+// surgeon rewrites trees along paths: it replaces (or removes) the entry at
+// a path and stores the directories above it anew, leaving every other
+// subtree shared. New trees go into one pack, stored by finish.
+type surgeon struct {
+	repo  *snapshot.Repo
+	host  *HostDir // reads not-materialized directories of a host base
+	pw    *snapshot.PackWriter
+	links snapshot.LinkTable // the link table of the tree being rewritten
+	// src resolves link IDs of entries brought in from another tree.
+	src snapshot.LinkTable
+}
+
+func newSurgeon(repo *snapshot.Repo, host *HostDir, links, src snapshot.LinkTable) *surgeon {
+	lt := snapshot.LinkTable{}
+	for id, e := range links {
+		lt[id] = e
+	}
+	return &surgeon{repo: repo, host: host, pw: repo.NewPackWriter(), links: lt, src: src}
+}
+
+// list returns the entries of directory entry d: its tree, or, for a
+// not-materialized directory of a host base, the host's listing.
+func (s *surgeon) list(ctx context.Context, d snapshot.Entry) ([]snapshot.Entry, error) {
+	if d.Tree.IsZero() {
+		if !d.HasOrigin || s.host == nil {
+			return nil, nil
+		}
+		entries, err := hostEntries(ctx, s.host, d.Origin)
+		if err != nil {
+			return nil, err
+		}
+		return entries, nil
+	}
+	return s.repo.ReadTree(ctx, d.Tree)
+}
+
+// replace sets the entry at path (below root) to e, or removes it when e
+// is nil, and returns the new root. Missing parents are an error unless
+// the entry is being removed.
+func (s *surgeon) replace(ctx context.Context, root snapshot.Entry, path string, e *snapshot.Entry) (snapshot.Entry, error) {
+	parts := strings.Split(path, "/")
+	return s.rewrite(ctx, root, parts, e)
+}
+
+func (s *surgeon) rewrite(ctx context.Context, dir snapshot.Entry, parts []string, e *snapshot.Entry) (snapshot.Entry, error) {
+	entries, err := s.list(ctx, dir)
+	if err != nil {
+		return dir, err
+	}
+	name := parts[0]
+	i, found := slices.BinarySearchFunc(entries, name, func(x snapshot.Entry, n string) int { return strings.Compare(x.Name, n) })
+	if len(parts) == 1 {
+		switch {
+		case e == nil && found:
+			entries = slices.Delete(entries, i, i+1)
+		case e == nil:
+			return dir, nil // nothing there
+		default:
+			ne := *e
+			ne.Name = name
+			if ne.LinkID != 0 {
+				if _, ok := s.links[ne.LinkID]; !ok {
+					le, ok := s.src[ne.LinkID]
+					if !ok {
+						return dir, fmt.Errorf("%s: hard link %s not in its link table: %w", name, snapshot.LinkName(ne.LinkID), snapshot.ErrCorrupt)
+					}
+					s.links[ne.LinkID] = le
+				}
+				ne = snapshot.Entry{Name: name, Type: ne.Type, LinkID: ne.LinkID}
+			}
+			if found {
+				entries[i] = ne
+			} else {
+				entries = slices.Insert(entries, i, ne)
+			}
+		}
+	} else {
+		if !found {
+			if e == nil {
+				return dir, nil
+			}
+			return dir, fmt.Errorf("%s: the parent directory is missing: %w", strings.Join(parts, "/"), snapshot.ErrNoEntry)
+		}
+		child := entries[i]
+		if child.Type != snapshot.TypeDir {
+			return dir, fmt.Errorf("%s is not a directory: %w", name, snapshot.ErrNoEntry)
+		}
+		nc, err := s.rewrite(ctx, child, parts[1:], e)
+		if err != nil {
+			return dir, fmt.Errorf("%s/%w", name, err)
+		}
+		entries[i] = nc
+	}
+	return s.store(dir, entries)
+}
+
+// store encodes entries as dir's new tree and recomputes its counts.
+func (s *surgeon) store(dir snapshot.Entry, entries []snapshot.Entry) (snapshot.Entry, error) {
+	raw, err := snapshot.EncodeTree(entries)
+	if err != nil {
+		return dir, err
+	}
+	dir.Tree = s.pw.Add(s.repo.EncodeBlob(snapshot.BlobTree, raw))
+	dir.SubFiles, dir.SubBytes = 0, 0
+	dir.Nlink = 2
+	for _, e := range entries {
+		switch {
+		case e.Type == snapshot.TypeDir:
+			dir.Nlink++
+			dir.SubFiles += e.SubFiles
+			dir.SubBytes += e.SubBytes
+		case e.LinkID != 0:
+			dir.SubFiles++
+			if le, ok := s.links[e.LinkID]; ok && le.Type == snapshot.TypeFile {
+				dir.SubBytes += le.Size
+			}
+		default:
+			dir.SubFiles++
+			if e.Type == snapshot.TypeFile {
+				dir.SubBytes += e.Size
+			}
+		}
+	}
+	if dir.HasOrigin {
+		dir.Modified = true
+	}
+	return dir, nil
+}
+
+// finish stores the new trees and the link table, and returns the link
+// table's reference (nil when empty).
+func (s *surgeon) finish(ctx context.Context) (*snapshot.BlobRef, error) {
+	var lref *snapshot.BlobRef
+	if len(s.links) > 0 {
+		entries := make([]snapshot.Entry, 0, len(s.links))
+		for id, e := range s.links {
+			e.Name, e.LinkID = snapshot.LinkName(id), id
+			entries = append(entries, e)
+		}
+		raw, err := snapshot.EncodeTree(entries)
+		if err != nil {
+			return nil, err
+		}
+		ref := s.pw.Add(s.repo.EncodeBlob(snapshot.BlobTree, raw))
+		lref = &ref
+	}
+	if s.pw.Count() > 0 {
+		if err := s.repo.PutPack(ctx, s.pw); err != nil {
+			return nil, err
+		}
+	}
+	return lref, nil
+}
+
+// rootEntry and rootDir convert between a commit's root and a directory
+// entry, for the surgeon.
+func rootEntry(r snapshot.RootDir) snapshot.Entry {
+	return snapshot.Entry{Type: snapshot.TypeDir, Mode: r.Mode, Uid: r.Uid, Gid: r.Gid, Atime: r.Atime, Mtime: r.Mtime,
+		Ctime: r.Ctime, Nlink: r.Nlink, Xattrs: r.Xattrs, Tree: r.Tree, SubFiles: r.SubFiles, SubBytes: r.SubBytes,
+		HasOrigin: r.HasOrigin, Modified: r.Modified}
+}
+
+func rootDir(e snapshot.Entry) snapshot.RootDir {
+	return snapshot.RootDir{Mode: e.Mode, Uid: e.Uid, Gid: e.Gid, Atime: e.Atime, Mtime: e.Mtime, Ctime: e.Ctime,
+		Nlink: e.Nlink, Xattrs: e.Xattrs, Tree: e.Tree, SubFiles: e.SubFiles, SubBytes: e.SubBytes,
+		HasOrigin: e.HasOrigin, Modified: e.Modified}
+}
+
+// hostEntries lists a host directory as entries that read through to it
+// (what the engine materializes for a not-materialized directory).
+func hostEntries(ctx context.Context, h *HostDir, origin string) ([]snapshot.Entry, error) {
+	entries, err := h.ReadDir(ctx, origin)
+	if err != nil {
+		if isNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	for i := range entries {
+		pristine(&entries[i], joinPath(origin, entries[i].Name))
+	}
+	return entries, nil
+}
+
+// pristine makes host entry e one that reads through to origin.
+func pristine(e *snapshot.Entry, origin string) {
+	e.HasOrigin, e.Origin, e.Modified = true, origin, false
+	e.OriginSize = 0
+	if e.Type == snapshot.TypeFile {
+		e.OriginSize = e.Size
+	}
+	if e.Type != snapshot.TypeDir {
+		e.Nlink = 1
+	}
+	e.Tree, e.Chunks, e.LinkID = snapshot.BlobRef{}, nil, 0
+}
+
+func joinPath(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+func isNotFound(err error) bool {
+	return errors.Is(err, errNotFound)
+}
