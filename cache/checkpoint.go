@@ -68,9 +68,9 @@ type uploader struct {
 	started time.Time
 
 	mu     sync.Mutex
-	pw     [3]*snapshot.PackWriter   // guarded by mu; by blob type: trees and data never share a pack
-	blocks map[blockKey]upBlock      // guarded by mu
-	packs  []snapshot.PackID         // guarded by mu
+	pw     [3]*snapshot.PackWriter // guarded by mu; by blob type: trees and data never share a pack
+	blocks map[blockKey]upBlock    // guarded by mu
+	packs  []snapshot.PackID       // guarded by mu
 	puts   atomic.Int64
 	bytes  atomic.Int64
 }

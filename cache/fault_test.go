@@ -143,7 +143,7 @@ func TestCorruptChunk(t *testing.T) {
 	if _, err := w.Open(ctx, a.Ino, false); err != nil {
 		t.Fatal(err)
 	}
-	defer w.Release(ctx, a.Ino)
+	defer func() { _ = w.Release(ctx, a.Ino) }()
 	buf := make([]byte, len(data))
 	n, err := w.Read(ctx, a.Ino, buf, 0)
 	if !errors.Is(err, ErrIO) {

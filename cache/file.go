@@ -44,8 +44,8 @@ type node struct {
 	memDirty      bool            // rec has changes not yet persisted
 	present       map[uint64]bool // clean blocks held locally
 	presenceDirty bool
-	inline        []byte   // inline files: block 0's bytes when present or dirty
-	inlineDirty   bool     // inline holds bytes the database does not
+	inline        []byte    // inline files: block 0's bytes when present or dirty
+	inlineDirty   bool      // inline holds bytes the database does not
 	f             *os.File  // the data file, opened on first need
 	lower         LowerFile // the origin file of the host base, opened on first need
 
@@ -108,8 +108,8 @@ func (v *Volume) refreshOrigin(n *node) error {
 	if v.opts.Lower == nil || !r.HasOrigin || r.Mod {
 		return nil
 	}
-	h, err := v.opts.Lower.Stat(context.Background(), r.Origin)
-	if err != nil || h.Type != r.Type {
+	h, ok := v.lowerStat(r.Origin)
+	if !ok || h.Type != r.Type {
 		return nil // gone or replaced on the host: keep what was listed
 	}
 	if h.Size == r.Size && h.Mtime == r.Mtime && h.Ctime == r.Ctime && h.Mode == r.Mode && h.Uid == r.Uid && h.Gid == r.Gid {
@@ -133,6 +133,12 @@ func (v *Volume) refreshOrigin(n *node) error {
 		}
 		return txn.Delete(key64(pPresence, n.ino))
 	})
+}
+
+// lowerStat stats path in the lower; false if it cannot be had.
+func (v *Volume) lowerStat(path string) (snapshot.Entry, bool) {
+	h, err := v.opts.Lower.Stat(context.Background(), path)
+	return h, err == nil
 }
 
 // getValue returns a copy of the value of key, or false if it is absent.
@@ -589,7 +595,7 @@ func (n *node) readLocal(p []byte, off uint64) error {
 // meanwhile.
 func (v *Volume) fetchBlock(ctx context.Context, n *node, b uint64) error {
 	n.mu.RLock()
-	ref, has := n.rec.chunk(b)
+	ref, _ := n.rec.chunk(b)
 	src := v.blockSource(n, b)
 	n.mu.RUnlock()
 	var data []byte

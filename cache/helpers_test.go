@@ -112,7 +112,7 @@ func readFile(t testing.TB, v *Volume, ino uint64) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer v.Release(ctx, ino)
+	defer func() { _ = v.Release(ctx, ino) }()
 	buf := make([]byte, a.Size+10)
 	n, err := v.Read(ctx, ino, buf, 0)
 	if err != nil {

@@ -97,14 +97,13 @@ func (m *model) linkCount(f *mfile) int {
 func isUnder(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 
 type harness struct {
-	t    *testing.T
-	url  string
-	dir  string
-	v    *Volume
-	r    *Volume // a read-only follower, moved to the head after each sync
-	m    *model
-	ctx  context.Context
-	open []*Volume
+	t   *testing.T
+	url string
+	dir string
+	v   *Volume
+	r   *Volume // a read-only follower, moved to the head after each sync
+	m   *model
+	ctx context.Context
 }
 
 func (h *harness) lookupPath(p string) (Attr, error) { return lookupIn(h.ctx, h.v, p) }

@@ -112,10 +112,10 @@ type Volume struct {
 	stateMu sync.Mutex
 	state   volState // guarded by stateMu
 
-	gens      gens     // write generations of dirty blocks
-	dirty     dirtySet // in-memory mirror of tree marks and dirty files
+	gens      gens       // write generations of dirty blocks
+	dirty     dirtySet   // in-memory mirror of tree marks and dirty files
 	markMu    sync.Mutex // orders mark-writing transactions against a checkpoint's clearing
-	notifier  Notifier // guarded by stateMu
+	notifier  Notifier   // guarded by stateMu
 	lease     *snapshot.Lease
 	fetches   singleflight.Group
 	blocks    *blockCache

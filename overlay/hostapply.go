@@ -168,7 +168,7 @@ func (w *Workspace) copyLive(ctx context.Context, a cache.Attr, f *os.File) erro
 	if err != nil {
 		return err
 	}
-	defer w.vol.Release(ctx, a.Ino)
+	defer func() { _ = w.vol.Release(ctx, a.Ino) }()
 	buf := make([]byte, 1<<20)
 	for off := uint64(0); off < a.Size; {
 		n, err := w.vol.Read(ctx, a.Ino, buf[:min(uint64(len(buf)), a.Size-off)], off)

@@ -129,7 +129,7 @@ func (h *HostDir) Stat(ctx context.Context, path string) (snapshot.Entry, error)
 		if err != nil {
 			return snapshot.Entry{}, err
 		}
-		defer unix.Close(fd)
+		defer func() { _ = unix.Close(fd) }()
 		return h.statAt(fd, "")
 	}
 	dir, name := split(path)
@@ -137,7 +137,7 @@ func (h *HostDir) Stat(ctx context.Context, path string) (snapshot.Entry, error)
 	if err != nil {
 		return snapshot.Entry{}, err
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }()
 	return h.statAt(fd, name)
 }
 

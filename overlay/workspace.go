@@ -91,7 +91,7 @@ func Prepare(ctx context.Context, repo *snapshot.Repo, name string, base Base, h
 		}
 		st, err := hd.Stat(ctx, "")
 		if err != nil {
-			hd.Close()
+			_ = hd.Close()
 			return "", nil, err
 		}
 		c.Root = snapshot.RootDir{Mode: st.Mode, Uid: st.Uid, Gid: st.Gid, Atime: st.Atime, Mtime: st.Mtime, Ctime: st.Ctime,
@@ -112,7 +112,7 @@ func Prepare(ctx context.Context, repo *snapshot.Repo, name string, base Base, h
 	}
 	if err := repo.WriteCommit(ctx, c); err != nil {
 		if hd != nil {
-			hd.Close()
+			_ = hd.Close()
 		}
 		if errors.Is(err, snapshot.ErrCommitExists) {
 			return Prepare(ctx, repo, name, base, host, now) // created meanwhile
@@ -134,7 +134,7 @@ func sameDir(a, b string) bool {
 	if err1 != nil {
 		return false
 	}
-	defer ha.Close()
+	defer func() { _ = ha.Close() }()
 	return ha.Root() == b
 }
 
@@ -692,7 +692,7 @@ func (w *Workspace) readLive(ctx context.Context, path string) ([]byte, cache.At
 	if a, err = w.vol.Open(ctx, a.Ino, false); err != nil {
 		return nil, a, err
 	}
-	defer w.vol.Release(ctx, a.Ino)
+	defer func() { _ = w.vol.Release(ctx, a.Ino) }()
 	buf := make([]byte, a.Size)
 	for off := 0; off < len(buf); {
 		n, err := w.vol.Read(ctx, a.Ino, buf[off:], uint64(off))

@@ -103,12 +103,17 @@ func (r *Repo) latestLease(ctx context.Context, branch string) (uint64, *leaseRe
 	if err != nil {
 		return 0, nil, nil, fmt.Errorf("read lease of %s: %w", branch, err)
 	}
+	// An unreadable lease protects nothing: it counts as released.
+	return last, decodeLease(b), keys[:len(keys)-1], nil
+}
+
+// decodeLease parses a lease record; nil if it does not parse.
+func decodeLease(b []byte) *leaseRecord {
 	var rec leaseRecord
 	if json.Unmarshal(b, &rec) != nil {
-		// An unreadable lease protects nothing; treat it as released.
-		return last, nil, keys[:len(keys)-1], nil
+		return nil
 	}
-	return last, &rec, keys[:len(keys)-1], nil
+	return &rec
 }
 
 // AcquireLease takes the writer lease of branch for holder, valid for ttl
