@@ -40,7 +40,7 @@ It fails if URL already holds a volume.`,
 			if err != nil {
 				return err
 			}
-			defer store.Close()
+			defer func() { _ = store.Close() }()
 			created, err := initVolume(ctx, store)
 			if err != nil {
 				return fmt.Errorf("init %s: %w", store.URL(), err)

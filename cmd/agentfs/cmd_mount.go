@@ -442,7 +442,7 @@ func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logge
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	defer repo.Close()
 	writeCacheInfo(t.cacheDir, t.url, f.branch)
 	host, _ := os.Hostname()
@@ -467,7 +467,7 @@ func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logge
 	if err != nil {
 		return err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	srv, err := afs.Mount(t.mnt, vol, afs.Options{
 		FsName:     control.SourcePrefix + t.cacheDir,
 		AllowOther: allowOtherPermitted(),
@@ -482,9 +482,13 @@ func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logge
 	m := &mountd{vol: vol, srv: srv, log: lg, gone: make(chan struct{}), closed: make(chan struct{})}
 	go func() { srv.Wait(); close(m.gone) }()
 	mi, err := afs.MountOf(t.mnt)
-	if err != nil || mi.MountPoint != t.mnt {
+	if err != nil {
 		_ = srv.Unmount(true)
-		return fmt.Errorf("the mount on %s does not show in the mount table: %v", t.mnt, err)
+		return fmt.Errorf("the mount on %s does not show in the mount table: %w", t.mnt, err)
+	}
+	if mi.MountPoint != t.mnt {
+		_ = srv.Unmount(true)
+		return fmt.Errorf("the mount on %s shows in the mount table as %s", t.mnt, mi.MountPoint)
 	}
 	info := control.Info{
 		MountPoint: t.mnt, Dev: mi.Dev, URL: repo.URL(), Branch: f.branch, CacheDir: t.cacheDir,

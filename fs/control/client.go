@@ -50,7 +50,7 @@ func Find(ctx context.Context, dir string) (*Client, error) {
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("agentfs mount on %s: %w (its server is gone: mount it again, or `agentfs umount --force %s`): %v",
+		return nil, fmt.Errorf("agentfs mount on %s: %w (its server is gone: mount it again, or `agentfs umount --force %s`): %w",
 			m.MountPoint, ErrNotRunning, m.MountPoint, err)
 	}
 	if info.MountPoint != m.MountPoint || info.Dev != m.Dev {

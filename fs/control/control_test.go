@@ -77,7 +77,7 @@ func TestClientServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	if err := store.Put(ctx, "k", []byte("12345")); err != nil {
 		t.Fatal(err)
 	}

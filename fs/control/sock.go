@@ -50,10 +50,14 @@ func Listen(cacheDir string) (net.Listener, error) {
 		return nil, err
 	}
 	defer release()
-	old := unix.Umask(0o177)
 	l, err := net.Listen("unix", short)
-	unix.Umask(old)
 	if err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	// Connecting needs write permission on the socket: owner only. (The
+	// cache directory is private too; this holds for any --cache-dir.)
+	if err := os.Chmod(path, 0o600); err != nil {
+		_ = l.Close()
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
 	// The listener unlinks the name it was given on Close; with a

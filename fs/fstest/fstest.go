@@ -72,7 +72,7 @@ func buildBinary() (string, error) {
 		return "", err
 	}
 	_ = tmp.Close()
-	defer os.Remove(tmp.Name())
+	defer func() { _ = os.Remove(tmp.Name()) }()
 	args := []string{"build", "-o", tmp.Name()}
 	if raceEnabled {
 		args = append(args, "-race")

@@ -108,17 +108,17 @@ func run(bin, work string, repeats, files, gitFiles int, seqBytes int64, workloa
 	if err != nil {
 		return err
 	}
-	defer loop.stop()
+	defer func() { _ = loop.stop() }()
 	looppt, err := startLoopback("loopback-pt", []string{bin, "loopback"}, filepath.Join(work, "looppt-src"), filepath.Join(work, "looppt"))
 	if err != nil {
 		return err
 	}
-	defer looppt.stop()
+	defer func() { _ = looppt.stop() }()
 	ag, err := startAgentfs(bin, work, mountArgs)
 	if err != nil {
 		return err
 	}
-	defer ag.stop()
+	defer func() { _ = ag.stop() }()
 	targets := []*target{plain, looppt, loop, ag}
 	if c, err := control.Find(context.Background(), ag.dir); err == nil {
 		ag.client = c
@@ -145,7 +145,7 @@ func run(bin, work string, repeats, files, gitFiles int, seqBytes int64, workloa
 		}
 		for _, w := range workloads {
 			for _, t := range order {
-				probe = t.client
+				probe = t.client //nolint:ineffassign // a package variable opCounts reads during runWorkload
 				res, err := runWorkload(w, t.dir, r, files, gitFiles, seqBytes)
 				probe = nil
 				if err != nil {
@@ -219,7 +219,7 @@ func runWorkload(w, base string, rep, files, gitFiles int, seqBytes int64) ([]re
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	switch w {
 	case "smallfiles":
 		return smallFiles(dir, files)
@@ -274,7 +274,7 @@ func smallFiles(dir string, n int) ([]result, error) {
 			c, err := io.ReadFull(f, buf)
 			f.Close()
 			if c != 4096 || !errors.Is(err, io.ErrUnexpectedEOF) {
-				return fmt.Errorf("read %s: %d bytes, %v", path(i), c, err)
+				return fmt.Errorf("read %s: %d bytes: %w", path(i), c, err)
 			}
 		}
 		return nil
@@ -416,13 +416,13 @@ func median(ds []time.Duration) time.Duration {
 
 func report(w io.Writer, phases []*phase, targets []*target) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "workload\tphase\t")
+	_, _ = fmt.Fprintf(tw, "workload\tphase\t")
 	for _, t := range targets {
-		fmt.Fprintf(tw, "%s\t", t.name)
+		_, _ = fmt.Fprintf(tw, "%s\t", t.name)
 	}
-	fmt.Fprintf(tw, "agentfs/loopback\tagentfs/loopback-pt\t\n")
+	_, _ = fmt.Fprintf(tw, "agentfs/loopback\tagentfs/loopback-pt\t\n")
 	for _, p := range phases {
-		fmt.Fprintf(tw, "%s\t%s\t", p.workload, p.name)
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t", p.workload, p.name)
 		med := map[string]time.Duration{}
 		for _, t := range targets {
 			d := median(p.times[t.name])
@@ -434,13 +434,13 @@ func report(w io.Writer, phases []*phase, targets []*target) {
 			if p.bytes > 0 {
 				cell += fmt.Sprintf(" (%.0f MiB/s)", float64(p.bytes)/(1<<20)/d.Seconds())
 			}
-			fmt.Fprintf(tw, "%s\t", cell)
+			_, _ = fmt.Fprintf(tw, "%s\t", cell)
 		}
-		fmt.Fprintf(tw, "%.2fx\t%.2fx\t\n", ratio(med["agentfs"], med["loopback"]), ratio(med["agentfs"], med["loopback-pt"]))
+		_, _ = fmt.Fprintf(tw, "%.2fx\t%.2fx\t\n", ratio(med["agentfs"], med["loopback"]), ratio(med["agentfs"], med["loopback-pt"]))
 	}
-	tw.Flush()
-	fmt.Fprintln(w, "ratios are of median times: below 1.00x agentfs is faster (for MiB/s, 1/ratio is the throughput ratio)")
-	fmt.Fprintln(w, "\nFUSE requests the agentfs mount served per phase (last repeat):")
+	_ = tw.Flush()
+	_, _ = fmt.Fprintln(w, "ratios are of median times: below 1.00x agentfs is faster (for MiB/s, 1/ratio is the throughput ratio)")
+	_, _ = fmt.Fprintln(w, "\nFUSE requests the agentfs mount served per phase (last repeat):")
 	for _, p := range phases {
 		var keys []string
 		for k := range p.ops {
@@ -453,7 +453,7 @@ func report(w io.Writer, phases []*phase, targets []*target) {
 		for _, k := range keys {
 			parts = append(parts, fmt.Sprintf("%s %d (%dµs)", k, p.ops[k], p.ops[k+" µs"]/max(p.ops[k], 1)))
 		}
-		fmt.Fprintf(w, "  %s/%s: %s\n", p.workload, p.name, strings.Join(parts, ", "))
+		_, _ = fmt.Fprintf(w, "  %s/%s: %s\n", p.workload, p.name, strings.Join(parts, ", "))
 	}
 }
 
