@@ -479,6 +479,10 @@ func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logge
 	if err != nil {
 		return fmt.Errorf("%w (is fuse3 installed and /dev/fuse usable? see scripts/setup-fuse.sh)", err)
 	}
+	// Whenever the engine moves the namespace to another commit (a
+	// read-only mount following its branch, a restore), the kernel is told
+	// which entries and inodes changed.
+	vol.SetNotifier(srv)
 	m := &mountd{vol: vol, srv: srv, log: lg, gone: make(chan struct{}), closed: make(chan struct{})}
 	go func() { srv.Wait(); close(m.gone) }()
 	mi, err := afs.MountOf(t.mnt)
