@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	afs "github.com/agentfs/agentfs/fs"
 	"github.com/agentfs/agentfs/fs/control"
 	"github.com/agentfs/agentfs/fs/fstest"
 )
@@ -92,7 +91,7 @@ func TestKillDuringWriteStorm(t *testing.T) {
 	m.Kill(t)
 	close(stop)
 	wg.Wait()
-	if !afs.IsDisconnected(m.Dir) {
+	if !fstest.WaitDisconnected(m.Dir, 10*time.Second) {
 		t.Fatalf("the mount of a killed server is not reported disconnected")
 	}
 

@@ -251,7 +251,7 @@ func TestMountCleansStale(t *testing.T) {
 	}
 	f.Close()
 	m.Kill(t)
-	if !afs.IsDisconnected(m.Dir) {
+	if !fstest.WaitDisconnected(m.Dir, 10*time.Second) {
 		t.Fatalf("a mount whose server was killed is not disconnected")
 	}
 	out, err := fstest.Run(m.Bin, m.Env, "mount", "-d", "--cache-dir", m.CacheDir, m.URL, m.Dir)

@@ -315,6 +315,24 @@ func WaitExit(pid int, d time.Duration) bool {
 	}
 }
 
+// WaitDisconnected waits up to d for the mount on dir to report ENOTCONN,
+// as a FUSE mount does once its server's last /dev/fuse descriptor is
+// closed. That can lag the server's death as WaitExit sees it: the thread
+// group leader turns zombie before the other threads have released the
+// shared file table.
+func WaitDisconnected(dir string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if afs.IsDisconnected(dir) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // alive reports whether pid names a running (not zombie) process.
 func alive(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
