@@ -3,10 +3,12 @@ package cache
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/agentfs/agentfs/blobstore"
+	"github.com/agentfs/agentfs/internal/testservices"
 )
 
 // Benchmarks of the engine's costs that the issue names. Each reports the
@@ -14,6 +16,24 @@ import (
 // default) with:
 //
 //	go test -run XXX -bench . -benchtime 10x ./cache
+//
+// and on S3 (a local MinIO server, see internal/testservices) with
+// AGENTFS_BENCH_STORE=s3 in the environment.
+
+// benchStoreURL returns the URL of a new, empty store for a benchmark's
+// volume: a temporary directory, or a fresh bucket on a local MinIO server
+// when AGENTFS_BENCH_STORE=s3.
+func benchStoreURL(b *testing.B) string {
+	switch s := os.Getenv("AGENTFS_BENCH_STORE"); s {
+	case "", "file":
+		return "file://" + b.TempDir()
+	case "s3":
+		return testservices.StartMinIO(b)
+	default:
+		b.Fatalf("AGENTFS_BENCH_STORE=%q: want file or s3", s)
+		return ""
+	}
+}
 
 // populate creates dirs×files small files through the engine and syncs.
 func populate(b *testing.B, v *Volume, dirs, files, size int) {
@@ -43,7 +63,7 @@ func puts(v *Volume) int64 {
 // BenchmarkCheckpointOneFileIn50k: the cost of a checkpoint after changing
 // one file in a 50,000-file tree (500 directories of 100 files).
 func BenchmarkCheckpointOneFileIn50k(b *testing.B) {
-	url := "file://" + b.TempDir()
+	url := benchStoreURL(b)
 	initVolume(b, url)
 	v := openVolume(b, url, "")
 	populate(b, v, 500, 100, 64)
@@ -72,7 +92,7 @@ func BenchmarkCheckpointOneFileIn50k(b *testing.B) {
 func BenchmarkCheckpoint10kNewFiles(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		url := "file://" + b.TempDir()
+		url := benchStoreURL(b)
 		initVolume(b, url)
 		v := openVolume(b, url, "")
 		ctx := context.Background()
@@ -98,7 +118,7 @@ func BenchmarkCheckpoint10kNewFiles(b *testing.B) {
 // BenchmarkOpen100k: opening a 100,000-file volume from a fresh cache
 // directory, up to the first lookup of a file.
 func BenchmarkOpen100k(b *testing.B) {
-	url := "file://" + b.TempDir()
+	url := benchStoreURL(b)
 	initVolume(b, url)
 	v := openVolume(b, url, "")
 	populate(b, v, 1000, 100, 16)
