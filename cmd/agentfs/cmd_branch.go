@@ -40,7 +40,7 @@ type branchJSON struct {
 func newBranchListCmd() *cobra.Command {
 	var jsonOut bool
 	c := &cobra.Command{
-		Use:   "list URL",
+		Use:   "list MOUNTPOINT|URL",
 		Short: "List branches with their head commit and live writer",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -49,7 +49,7 @@ func newBranchListCmd() *cobra.Command {
 				return err
 			}
 			defer t.close()
-			list, err := t.repo.Branches(cmd.Context(), time.Now())
+			list, err := t.branches(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -95,7 +95,7 @@ func newBranchListCmd() *cobra.Command {
 func newBranchRmCmd() *cobra.Command {
 	var force bool
 	c := &cobra.Command{
-		Use:   "rm URL BRANCH",
+		Use:   "rm MOUNTPOINT|URL BRANCH",
 		Short: "Remove a branch and its commits",
 		Long: `Remove a branch: its commits and its head. Snapshots taken of it stay
 readable; the data only it used is freed by the next ` + "`agentfs gc`" + `.
@@ -110,11 +110,11 @@ bring the branch back with its next commit, so stop it first.`,
 				return err
 			}
 			defer t.close()
-			n, err := t.repo.DeleteBranch(cmd.Context(), args[1], snapshot.DeleteBranchOptions{Force: force})
+			n, err := t.deleteBranch(cmd.Context(), args[1], force)
 			if err != nil {
 				return fmt.Errorf("%w (--force overrides)", err)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "removed branch %s (%d commits); run `agentfs gc %s` to free the space only it used\n", args[1], n, t.URL())
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "removed branch %s (%d commits); run `agentfs gc %s` to free the space only it used\n", args[1], n, t.Ref())
 			return err
 		},
 	}

@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-
-	"github.com/agentfs/agentfs/snapshot"
 )
 
 func init() { subcommands = append(subcommands, newForkCmd) }
@@ -13,12 +11,15 @@ func init() { subcommands = append(subcommands, newForkCmd) }
 func newForkCmd() *cobra.Command {
 	var msg string
 	c := &cobra.Command{
-		Use:   "fork URL SRC NEWBRANCH",
+		Use:   "fork MOUNTPOINT|URL SRC NEWBRANCH",
 		Short: "Create a branch that starts from a snapshot or a commit",
 		Long: `Create branch NEWBRANCH whose first commit has the tree of SRC. It costs a few
 small requests whatever the workspace's size: the data is shared, and each
 branch stores only what its writer changes. Several forks of one snapshot can
 be mounted at once, on one machine or several, each written independently.
+On a MOUNTPOINT, the mount's server forks its own volume (with its
+credentials); the mount itself is unchanged. To fork a mount's live state,
+` + "`agentfs snapshot save MOUNTPOINT NAME`" + ` first and fork NAME.
 
 ` + refHelp,
 		Example: `  agentfs fork file:///ws base attempt-1
@@ -31,7 +32,7 @@ be mounted at once, on one machine or several, each written independently.
 				return err
 			}
 			defer t.close()
-			c, err := t.repo.Fork(cmd.Context(), args[1], args[2], snapshot.ForkOptions{Message: msg})
+			c, err := t.fork(cmd.Context(), args[1], args[2], msg)
 			if err != nil {
 				return err
 			}

@@ -19,7 +19,7 @@ const fsckMaxPaths = 20
 func newFsckCmd() *cobra.Command {
 	var full, jsonOut bool
 	c := &cobra.Command{
-		Use:   "fsck URL",
+		Use:   "fsck MOUNTPOINT|URL",
 		Short: "Check that everything every commit and snapshot reaches exists and decodes",
 		Long: `Check the volume: every commit and snapshot record decodes, every directory
 tree and link table they reach exists, decodes and matches its hash, and every
@@ -29,7 +29,8 @@ once, whole).
 
 Each problem is reported with the paths it makes unreadable and the commits
 and snapshots (BRANCH@SEQ, snapshot NAME) they belong to. fsck runs safely
-while volumes are mounted; it exits with status 1 when it finds a problem.`,
+while volumes are mounted; it exits with status 1 when it finds a problem.
+On a MOUNTPOINT, the mount's server checks its volume (with its credentials).`,
 		Example: `  agentfs fsck file:///ws
   agentfs fsck s3://bucket/ws --full --json > fsck.json`,
 		Args: cobra.ExactArgs(1),
@@ -40,7 +41,7 @@ while volumes are mounted; it exits with status 1 when it finds a problem.`,
 			}
 			defer t.close()
 			prog, clear := progressLine(cmd, "fsck")
-			rep, err := t.repo.Fsck(cmd.Context(), snapshot.FsckOptions{Full: full, Progress: prog})
+			rep, err := t.fsck(cmd.Context(), full, prog)
 			clear()
 			if err != nil {
 				return err

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentfs/agentfs/fs/control"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -17,7 +18,7 @@ func newGCCmd() *cobra.Command {
 		grace           time.Duration
 	)
 	c := &cobra.Command{
-		Use:   "gc URL",
+		Use:   "gc MOUNTPOINT|URL",
 		Short: "Delete old commits and the data nothing references any more",
 		Long: `Remove what no retained commit, branch or snapshot reaches:
 
@@ -31,7 +32,10 @@ func newGCCmd() *cobra.Command {
 
 gc runs safely while volumes are mounted and writing. Packs that still hold
 some live data are kept whole; the report shows their dead bytes. --dry-run
-computes everything and deletes nothing.`,
+computes everything and deletes nothing.
+
+On a MOUNTPOINT, the mount's server runs the gc on its volume (with its
+credentials, in its process: its memory grows for the duration).`,
 		Example: `  agentfs gc file:///ws --dry-run
   agentfs gc s3://bucket/ws --keep-last 50 --keep-within 7d`,
 		Args: cobra.ExactArgs(1),
@@ -42,7 +46,7 @@ computes everything and deletes nothing.`,
 			}
 			defer t.close()
 			prog, clear := progressLine(cmd, "gc")
-			rep, err := t.repo.GC(cmd.Context(), snapshot.GCOptions{Policy: policy, DryRun: dryRun, Grace: grace, Progress: prog})
+			rep, err := t.gc(cmd.Context(), control.GCRequest{KeepLast: policy.KeepLast, KeepWithin: policy.KeepWithin, DryRun: dryRun, Grace: grace}, prog)
 			clear()
 			if err != nil {
 				return err
@@ -68,7 +72,7 @@ computes everything and deletes nothing.`,
 				ew.printf("written during gc and kept: %d commits, %d snapshots\n", rep.NewCommits, rep.NewSnapshots)
 			}
 			if rep.MissingPacks > 0 || rep.PackErrors > 0 {
-				ew.printf("warning: %d referenced packs are missing, %d pack operations failed: run `agentfs fsck %s`\n", rep.MissingPacks, rep.PackErrors, t.URL())
+				ew.printf("warning: %d referenced packs are missing, %d pack operations failed: run `agentfs fsck %s`\n", rep.MissingPacks, rep.PackErrors, t.Ref())
 			}
 			ew.printf("marked %d trees and %d blobs in %s\n", rep.TreesRead, rep.BlobsMarked, rep.Duration.Round(time.Millisecond))
 			return ew.Err()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentfs/agentfs/internal/udiff"
+	"github.com/agentfs/agentfs/fs/control"
+	"github.com/agentfs/agentfs/internal/histdiff"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -30,9 +32,11 @@ requests whatever the workspace's size, and it keeps its tree readable for as
 long as it exists (gc never removes what a snapshot reaches, even after the
 commit it was taken of is pruned).
 
-The first argument is the volume's store URL. On a volume that is mounted,
-` + "`agentfs sync MOUNTPOINT`" + ` first makes everything written so far part of the branch
-head that ` + "`snapshot save`" + ` records.
+The first argument is the volume: its store URL, or a MOUNTPOINT (any path in
+an agentfs mount), whose server then does the work with its own credentials.
+On a MOUNTPOINT, ` + "`snapshot save`" + ` commits everything written before it first,
+` + "`snapshot restore`" + ` changes the live mount in place, and ` + "`snapshot diff`" + ` can compare
+with "live", the mount's current state.
 
 ` + refHelp,
 	}
@@ -43,12 +47,17 @@ head that ` + "`snapshot save`" + ` records.
 func newSnapshotSaveCmd() *cobra.Command {
 	var msg, branch string
 	c := &cobra.Command{
-		Use:   "save URL NAME",
-		Short: "Save the head of a branch as snapshot NAME",
-		Long: `Save the newest commit of a branch (default main) as snapshot NAME. Names are
-1 to 100 letters, digits, '.', '_' and '-', not starting with '.' or '-'; a
-name that exists is an error (remove it first with ` + "`agentfs snapshot rm`" + `).`,
-		Example: `  agentfs snapshot save file:///var/lib/agentfs/ws before-refactor -m "tests green"
+		Use:   "save MOUNTPOINT|URL NAME",
+		Short: "Save a mount's state, or the head of a branch, as snapshot NAME",
+		Long: `On a MOUNTPOINT, commit everything written to the mount before the command and
+save that commit as snapshot NAME: a consistent point, whatever is written
+afterwards. On a URL, save the newest commit of a branch (default main).
+
+Names are 1 to 100 letters, digits, '.', '_' and '-', not starting with '.'
+or '-'; a name that exists is an error (remove it first with
+` + "`agentfs snapshot rm`" + `).`,
+		Example: `  agentfs snapshot save ./workspace before-refactor -m "tests green"
+  agentfs snapshot save file:///var/lib/agentfs/ws base
   agentfs snapshot save s3://bucket/ws base --branch attempt-3`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -57,7 +66,7 @@ name that exists is an error (remove it first with ` + "`agentfs snapshot rm`" +
 				return err
 			}
 			defer t.close()
-			s, err := t.repo.SaveSnapshot(cmd.Context(), args[1], snapshot.CommitID{Branch: branch}, snapshot.SaveOptions{Message: msg})
+			s, err := t.saveSnapshot(cmd.Context(), args[1], msg, branch)
 			if err != nil {
 				return err
 			}
@@ -66,7 +75,7 @@ name that exists is an error (remove it first with ` + "`agentfs snapshot rm`" +
 		},
 	}
 	c.Flags().StringVarP(&msg, "message", "m", "", "a message recorded with the snapshot")
-	c.Flags().StringVar(&branch, "branch", snapshot.DefaultBranch, "the branch whose head to save")
+	c.Flags().StringVar(&branch, "branch", "", "URL form: the branch whose head to save (default main)")
 	return c
 }
 
@@ -89,7 +98,7 @@ type snapshotJSON struct {
 func newSnapshotListCmd() *cobra.Command {
 	var jsonOut, noUnique bool
 	c := &cobra.Command{
-		Use:   "list URL",
+		Use:   "list MOUNTPOINT|URL",
 		Short: "List the snapshots of a volume",
 		Long: `List every snapshot: name, time, the commit it was taken of, its files and
 logical size, and the bytes unique to it — stored bytes that no other
@@ -104,7 +113,7 @@ tree of the volume once (no file data); --no-unique skips that.`,
 			}
 			defer t.close()
 			prog, clear := progressLine(cmd, "sizing snapshots")
-			list, err := t.repo.ListSnapshots(cmd.Context(), snapshot.ListOptions{Unique: !noUnique, Progress: prog})
+			list, err := t.listSnapshots(cmd.Context(), !noUnique, prog)
 			clear()
 			if err != nil {
 				return err
@@ -165,7 +174,7 @@ func writeJSON(w io.Writer, v any) error {
 
 func newSnapshotRmCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "rm URL NAME...",
+		Use:   "rm MOUNTPOINT|URL NAME...",
 		Short: "Remove snapshots",
 		Long: `Remove the named snapshots. Their data stays until ` + "`agentfs gc`" + ` finds it
 referenced by no other snapshot and no retained commit.`,
@@ -179,69 +188,25 @@ referenced by no other snapshot and no retained commit.`,
 			var errs []error
 			ew := &errWriter{w: cmd.OutOrStdout()}
 			for _, name := range args[1:] {
-				if err := t.repo.DeleteSnapshot(cmd.Context(), name); err != nil {
+				if err := t.deleteSnapshot(cmd.Context(), name); err != nil {
 					errs = append(errs, err)
 					continue
 				}
 				ew.printf("removed snapshot %s\n", name)
 			}
 			if len(errs) == 0 {
-				ew.printf("run `agentfs gc %s` to free the space only they used\n", t.URL())
+				ew.printf("run `agentfs gc %s` to free the space only they used\n", t.Ref())
 			}
 			return errors.Join(append(errs, ew.Err())...)
 		},
 	}
 }
 
-// changeJSON is one change in `snapshot diff --json`.
-type changeJSON struct {
-	Op      string `json:"op"` // added, modified, deleted
-	Path    string `json:"path"`
-	Type    string `json:"type"`
-	OldType string `json:"old_type,omitempty"`
-	OldSize uint64 `json:"old_size"`
-	NewSize uint64 `json:"new_size"`
-	What    string `json:"what,omitempty"` // modified: content,type,mode,owner,xattrs,target,rdev
-}
-
-// diffSummary counts a diff's non-directory changes.
-type diffSummary struct {
-	Added    int   `json:"added"`
-	Modified int   `json:"modified"`
-	Deleted  int   `json:"deleted"`
-	Grown    int64 `json:"bytes_added"`   // sum of size increases
-	Shrunk   int64 `json:"bytes_removed"` // sum of size decreases
-}
-
-func (s *diffSummary) add(c snapshot.Change) {
-	if c.Entry().Type == snapshot.TypeDir {
-		return
-	}
-	switch c.Op {
-	case snapshot.Added:
-		s.Added++
-	case snapshot.Modified:
-		s.Modified++
-	case snapshot.Deleted:
-		s.Deleted++
-	}
-	before, after := c.Sizes()
-	if after > before {
-		s.Grown += int64(after - before)
-	} else {
-		s.Shrunk += int64(before - after)
-	}
-}
-
-func (s diffSummary) String() string {
-	return fmt.Sprintf("%d added, %d modified, %d deleted (+%s, -%s)", s.Added, s.Modified, s.Deleted, fmtSize(s.Grown), fmtSize(s.Shrunk))
-}
-
 func newSnapshotDiffCmd() *cobra.Command {
 	var stat, patch, jsonOut bool
 	var maxBytes int64 = 4 << 20
 	c := &cobra.Command{
-		Use:   "diff URL A B",
+		Use:   "diff MOUNTPOINT|URL A B",
 		Short: "Show what changed from A to B",
 		Long: `List the paths added (A), modified (M) and deleted (D) from A to B, with their
 sizes; a modification says what changed (content, type, mode, owner, xattrs,
@@ -252,77 +217,53 @@ read, so the cost follows the size of the change, not of the workspace.
 content diff for text files (binary files and files over --max-bytes are
 named, not shown); --json prints the changes as JSON.
 
-` + refHelp + ` A and B may not be "live" yet (that needs a MOUNTPOINT).`,
-		Example: `  agentfs snapshot diff file:///ws base main
+` + refHelp + ` On a MOUNTPOINT, A or B may also be "live": the
+mount's current state (everything written before the command is committed
+first, and the diff is computed by the mount's server).`,
+		Example: `  agentfs snapshot diff ./workspace base live
   agentfs snapshot diff file:///ws main@3 main@4 -p
   agentfs snapshot diff s3://bucket/ws base attempt-2 --stat`,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			for _, ref := range args[1:] {
-				if ref == "live" {
-					return fmt.Errorf(`"live" compares with a mount's unsaved state and needs a MOUNTPOINT, which this command does not take yet: run ` + "`agentfs sync MOUNTPOINT`" + ` and compare with the branch instead`)
-				}
-			}
 			t, err := openTarget(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			defer t.close()
-			a, err := t.repo.Resolve(ctx, args[1])
-			if err != nil {
-				return err
-			}
-			b, err := t.repo.Resolve(ctx, args[2])
-			if err != nil {
-				return err
-			}
 			out := cmd.OutOrStdout()
-			var sum diffSummary
-			var changes []changeJSON
-			err = t.repo.Diff(ctx, a.Tree, b.Tree, func(c snapshot.Change) error {
-				sum.add(c)
+			var sum histdiff.Summary
+			changes := []histdiff.Change{}
+			req := control.DiffRequest{A: args[1], B: args[2], Patch: patch && !jsonOut && !stat, MaxBytes: maxBytes}
+			res, err := t.diff(ctx, req, func(c histdiff.Change) error {
+				sum.Add(c)
 				switch {
 				case jsonOut:
-					cj := changeJSON{Op: c.Op.String(), Path: c.Path, Type: c.Entry().Type.String()}
-					cj.OldSize, cj.NewSize = c.Sizes()
-					if c.Op == snapshot.Modified {
-						cj.What = c.What.String()
-						if c.Old.Type != c.New.Type {
-							cj.OldType = c.Old.Type.String()
-						}
-					}
-					changes = append(changes, cj)
+					changes = append(changes, c)
 					return nil
 				case stat:
-					if c.Entry().Type == snapshot.TypeDir {
+					if c.IsDir() {
 						return nil
 					}
-					before, after := c.Sizes()
-					_, err := fmt.Fprintf(out, " %c %s | %s -> %s\n", c.Op, c.Path, fmtSize(int64(before)), fmtSize(int64(after)))
+					_, err := fmt.Fprintln(out, c.StatLine())
 					return err
 				}
-				if _, err := fmt.Fprintln(out, changeLine(c)); err != nil {
+				if _, err := fmt.Fprintln(out, c.Line()); err != nil {
 					return err
 				}
-				if patch {
-					return writePatch(cmd, t.repo, c, maxBytes)
-				}
-				return nil
+				_, err := io.WriteString(out, c.Patch)
+				return err
 			})
 			if err != nil {
 				return err
 			}
 			if jsonOut {
-				if changes == nil {
-					changes = []changeJSON{}
-				}
 				return writeJSON(out, struct {
-					A       string       `json:"a"`
-					B       string       `json:"b"`
-					Changes []changeJSON `json:"changes"`
-					Summary diffSummary  `json:"summary"`
-				}{a.String(), b.String(), changes, sum})
+					A       string            `json:"a"`
+					B       string            `json:"b"`
+					Changes []histdiff.Change `json:"changes"`
+					Summary histdiff.Summary  `json:"summary"`
+				}{res.AName, res.BName, changes, sum})
 			}
 			if stat {
 				_, err = fmt.Fprintln(out, sum)
@@ -335,78 +276,6 @@ named, not shown); --json prints the changes as JSON.
 	c.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
 	c.Flags().Var(byteCountFlag{&maxBytes}, "max-bytes", "largest file whose content -p shows")
 	return c
-}
-
-// changeLine is the default one-line form of a change.
-func changeLine(c snapshot.Change) string {
-	p := c.Path
-	if c.Entry().Type == snapshot.TypeDir && p != "." {
-		p += "/"
-	}
-	before, after := c.Sizes()
-	switch c.Op {
-	case snapshot.Added:
-		if c.New.Type == snapshot.TypeDir {
-			return "A  " + p
-		}
-		return fmt.Sprintf("A  %s  (%s)", p, fmtSize(int64(after)))
-	case snapshot.Deleted:
-		if c.Old.Type == snapshot.TypeDir {
-			return "D  " + p
-		}
-		return fmt.Sprintf("D  %s  (%s)", p, fmtSize(int64(before)))
-	}
-	s := fmt.Sprintf("M  %s  [%s]", p, c.What)
-	if c.What&snapshot.ChangedContent != 0 {
-		s += fmt.Sprintf("  %s -> %s", fmtSize(int64(before)), fmtSize(int64(after)))
-	}
-	if c.What&snapshot.ChangedMode != 0 {
-		s += fmt.Sprintf("  mode %04o -> %04o", c.Old.Mode, c.New.Mode)
-	}
-	if c.What&snapshot.ChangedTarget != 0 {
-		s += fmt.Sprintf("  -> %s (was %s)", c.New.Target, c.Old.Target)
-	}
-	return s
-}
-
-// writePatch writes the unified content diff of a file change.
-func writePatch(cmd *cobra.Command, r *snapshot.Repo, c snapshot.Change, maxBytes int64) error {
-	ctx := cmd.Context()
-	out := cmd.OutOrStdout()
-	read := func(e *snapshot.Entry) ([]byte, error) {
-		if e == nil || e.Type != snapshot.TypeFile {
-			return nil, nil
-		}
-		return r.ReadEntry(ctx, *e, maxBytes)
-	}
-	if e := c.Entry(); e.Type != snapshot.TypeFile && (c.Old == nil || c.Old.Type != snapshot.TypeFile) {
-		return nil
-	}
-	if c.Op == snapshot.Modified && c.What&(snapshot.ChangedContent|snapshot.ChangedType) == 0 {
-		return nil
-	}
-	before, errA := read(c.Old)
-	after, errB := read(c.New)
-	if errors.Is(errA, snapshot.ErrTooLarge) || errors.Is(errB, snapshot.ErrTooLarge) {
-		_, err := fmt.Fprintf(out, "(%s: larger than --max-bytes %s, content not shown)\n", c.Path, fmtSize(maxBytes))
-		return err
-	}
-	if err := errors.Join(errA, errB); err != nil {
-		return err
-	}
-	if snapshot.IsBinary(before) || snapshot.IsBinary(after) {
-		_, err := fmt.Fprintf(out, "Binary files a/%s and b/%s differ\n", c.Path, c.Path)
-		return err
-	}
-	aName, bName := "a/"+c.Path, "b/"+c.Path
-	if c.Old == nil || c.Old.Type != snapshot.TypeFile {
-		aName = "/dev/null"
-	}
-	if c.New == nil || c.New.Type != snapshot.TypeFile {
-		bName = "/dev/null"
-	}
-	_, err := io.WriteString(out, udiff.Unified(aName, bName, before, after, 3))
-	return err
 }
 
 // byteCountFlag is a pflag.Value for a byte count with an optional binary
@@ -442,20 +311,25 @@ func (byteCountFlag) Type() string { return "size" }
 func newSnapshotRestoreCmd() *cobra.Command {
 	var branch, msg string
 	c := &cobra.Command{
-		Use:   "restore URL NAME",
-		Short: "Make a branch's state that of a snapshot (or any reference)",
-		Long: `Write a new commit on a branch (default main) whose tree is that of NAME. The
-branch's state before the restore is saved first as an automatic snapshot
-(auto-pre-restore-BRANCH-TIME), so a restore never loses anything: restore
-that snapshot to undo it.
+		Use:   "restore MOUNTPOINT|URL NAME",
+		Short: "Make a live mount, or a branch, the state of a snapshot (or any reference)",
+		Long: `Make the workspace the tree of NAME. The state before the restore is saved
+first as an automatic snapshot (auto-pre-restore-BRANCH-TIME), so a restore
+never loses anything: restore that snapshot to undo it.
 
-This form is for a branch that is not mounted read-write: it refuses while a
-writer holds the branch's lease, and names that writer. (Restoring a live
-mount in place needs the MOUNTPOINT form, not available yet: unmount it
-first.)
+On a MOUNTPOINT, the live mount is restored in place: everything written
+before is committed (and is what the automatic snapshot keeps), the mount's
+files become NAME's at once, and the change is the branch's new head. Open
+files keep the data they had open.
+
+On a URL, a new commit is written on a branch (default main) whose tree is
+that of NAME. This form is for a branch that is not mounted read-write: it
+refuses while a writer holds the branch's lease, and names that writer (name
+its MOUNTPOINT instead).
 
 ` + refHelp,
-		Example: `  agentfs snapshot restore file:///ws before-refactor
+		Example: `  agentfs snapshot restore ./workspace before-refactor
+  agentfs snapshot restore file:///ws before-refactor
   agentfs snapshot restore s3://bucket/ws main@12 --branch main`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -464,25 +338,32 @@ first.)
 				return err
 			}
 			defer t.close()
-			res, err := t.repo.Restore(cmd.Context(), args[1], branch, snapshot.RestoreOptions{Message: msg})
+			res, err := t.restore(cmd.Context(), args[1], branch, msg)
 			var held *snapshot.LeaseHeldError
 			if errors.As(err, &held) {
-				return fmt.Errorf("restore %s: %w (unmount it first)", branch, err)
+				return fmt.Errorf("restore %s: %w (unmount it first, or name its MOUNTPOINT to restore it live)", cmp.Or(branch, snapshot.DefaultBranch), err)
 			}
 			if err != nil {
 				return err
 			}
 			ew := &errWriter{w: cmd.OutOrStdout()}
-			ew.printf("restored branch %s to %s: new head %v (%d files, %s)\n", branch, args[1], res.Commit.ID,
+			what := "branch " + res.Commit.ID.Branch
+			if t.mount != nil {
+				what = t.info.MountPoint
+			}
+			ew.printf("restored %s to %s: new head %v (%d files, %s)\n", what, args[1], res.Commit.ID,
 				res.Commit.Root.SubFiles, fmtSize(int64(res.Commit.Root.SubBytes)))
 			if res.Saved != nil {
-				ew.printf("the previous state (%v) is snapshot %s; undo with `agentfs snapshot restore %s %s --branch %s`\n",
-					res.Saved.Commit, res.Saved.Name, t.URL(), res.Saved.Name, branch)
+				undo := fmt.Sprintf("agentfs snapshot restore %s %s", t.Ref(), res.Saved.Name)
+				if t.mount == nil {
+					undo += " --branch " + res.Commit.ID.Branch
+				}
+				ew.printf("the previous state (%v) is snapshot %s; undo with `%s`\n", res.Saved.Commit, res.Saved.Name, undo)
 			}
 			return ew.Err()
 		},
 	}
-	c.Flags().StringVar(&branch, "branch", snapshot.DefaultBranch, "the branch to restore")
+	c.Flags().StringVar(&branch, "branch", "", "URL form: the branch to restore (default main)")
 	c.Flags().StringVarP(&msg, "message", "m", "", "the restore commit's message")
 	return c
 }

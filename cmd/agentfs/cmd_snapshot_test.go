@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentfs/agentfs/internal/histdiff"
 	"github.com/agentfs/agentfs/internal/snapshottest"
 	"github.com/agentfs/agentfs/snapshot"
 )
@@ -96,8 +97,8 @@ func TestSnapshotCLI(t *testing.T) {
 		}
 	}
 	var dj struct {
-		Changes []changeJSON `json:"changes"`
-		Summary diffSummary  `json:"summary"`
+		Changes []histdiff.Change `json:"changes"`
+		Summary histdiff.Summary  `json:"summary"`
 	}
 	if err := json.Unmarshal([]byte(mustCLI(t, "snapshot", "diff", url, "base", "main@3", "--json")), &dj); err != nil {
 		t.Fatal(err)
@@ -144,8 +145,8 @@ func TestSnapshotCLI(t *testing.T) {
 	if _, _, err := runCLI(t, time.Minute, "snapshot", "rm", url, "base"); err == nil || !strings.Contains(err.Error(), "no such snapshot") {
 		t.Fatalf("rm twice: %v", err)
 	}
-	// A path is not a URL (yet).
-	if _, _, err := runCLI(t, time.Minute, "snapshot", "list", t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a store URL") {
+	// A path outside any mount is neither.
+	if _, _, err := runCLI(t, time.Minute, "snapshot", "list", t.TempDir()); err == nil || !strings.Contains(err.Error(), "neither a store URL") {
 		t.Fatalf("list of a path: %v", err)
 	}
 }

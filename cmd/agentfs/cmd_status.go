@@ -25,7 +25,8 @@ func newStatusCmd() *cobra.Command {
 		Short: "Show the state of a mount: head commit, bytes waiting, cache use, lease",
 		Long: `Show the state of the agentfs mount at MOUNTPOINT: the volume and branch, the
 last commit, what waits to be uploaded, the local cache's use, the writer lease
-and the blob store's counters since the mount started. --json prints the same
+the volume's branch and snapshot counts, and the blob store's counters since
+the mount started. --json prints the same
 as one JSON object (fields "mount", "volume", "store").`,
 		Example: `  agentfs status ./workspace
   agentfs status --json /mnt/ws | jq .volume.dirty_bytes`,
@@ -76,6 +77,9 @@ func writeStatus(w io.Writer, st control.Status, now time.Time) error {
 		row("waiting", "nothing: everything is in the store")
 	} else {
 		row("waiting", "%d files (up to %s) and %d directories to commit", v.DirtyFiles, humanBytes(v.DirtyBytes), v.DirtyDirs)
+	}
+	if st.Refs != nil {
+		row("history", "%d branches, %d snapshots (agentfs branch list / snapshot list %s)", st.Refs.Branches, st.Refs.Snapshots, m.MountPoint)
 	}
 	row("open files", "%d", v.OpenFiles)
 	row("cache", "%s of %s clean data in %s", humanBytes(v.CacheBytes), humanBytes(v.CacheLimit), v.CacheDir)

@@ -21,6 +21,7 @@ func TestWriteStatus(t *testing.T) {
 			LastCheckpointDur: 15 * time.Millisecond, Commits: 3, Lease: &snapshot.Holder{ID: "w1", Host: "h", PID: 42}},
 		Store: control.Stats{BlobPuts: 4, BytesUploaded: 2048, BlobGets: 1, BytesDownloaded: 10},
 		FUSE:  []afs.OpStats{{Op: "lookup", Calls: 10}, {Op: "write", Calls: 30}},
+		Refs:  &control.RefCounts{Branches: 3, Snapshots: 5},
 	}
 	var b bytes.Buffer
 	if err := writeStatus(&b, st, now); err != nil {
@@ -35,6 +36,7 @@ func TestWriteStatus(t *testing.T) {
 		"lease:        writer w1 on host h (pid 42)",
 		"store:        4 PUTs (2.0 KiB up), 1 GETs (10 B down), 0 errors since mount",
 		"requests:     40 since mount (write 30, lookup 10)",
+		"history:      3 branches, 5 snapshots (agentfs branch list / snapshot list /ws)",
 	} {
 		if !strings.Contains(b.String(), want+"\n") {
 			t.Errorf("status lacks %q:\n%s", want, b.String())

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,18 +18,28 @@ import (
 
 	"github.com/agentfs/agentfs/bench"
 	"github.com/agentfs/agentfs/blobstore"
+	"github.com/agentfs/agentfs/fs/control"
+	"github.com/agentfs/agentfs/internal/histdiff"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
 // volTarget is the volume a history command works on, named by its first
-// argument. Today that argument is a store URL; a MOUNTPOINT form (which
-// reaches the running mount through its control channel, so that the
-// mount flushes first and `live` can be diffed) is planned, and its
-// commands will take the same argument.
+// argument: a store URL, which the command opens itself, or a MOUNTPOINT
+// (any path inside an agentfs mount), whose server does the work with its
+// own open volume through the control socket.
+//
+// Why the server and not the URL the mount reports: the mount may have been
+// given credentials this process does not have (its environment, a URL
+// whose secret query parameters Info.URL leaves out), and only the server
+// can checkpoint the live state that `snapshot save`, `snapshot restore`
+// and a diff against "live" need. gc and fsck run in the server process
+// then: their memory and CPU are the mount's for as long as they run.
 type volTarget struct {
 	arg   string
-	store *blobstore.Store
-	repo  *snapshot.Repo
+	store *blobstore.Store // URL form
+	repo  *snapshot.Repo   // URL form
+	mount *control.Client  // MOUNTPOINT form
+	info  control.Info     // MOUNTPOINT form
 }
 
 // isStoreURL tells a store URL from a path.
@@ -37,8 +48,18 @@ func isStoreURL(arg string) bool { return strings.Contains(arg, "://") }
 // openTarget opens the volume arg names. The caller calls close.
 func openTarget(ctx context.Context, arg string) (*volTarget, error) {
 	if !isStoreURL(arg) {
-		return nil, fmt.Errorf("%q is not a store URL (file:///path, s3://bucket/prefix, gs://bucket/prefix): "+
-			"this command does not work on a mount point yet; pass the volume's URL instead (`agentfs status %s` shows it)", arg, arg)
+		c, err := control.Find(ctx, arg)
+		if errors.Is(err, control.ErrNotMount) {
+			return nil, fmt.Errorf("%q is neither a store URL (file:///path, s3://bucket/prefix, gs://bucket/prefix) nor inside an agentfs mount: %w", arg, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("agentfs mount on %s: %w", c.MountPoint(), err)
+		}
+		return &volTarget{arg: arg, mount: c, info: info}, nil
 	}
 	store, err := blobstore.Open(ctx, arg, blobstore.Options{})
 	if err != nil {
@@ -53,12 +74,135 @@ func openTarget(ctx context.Context, arg string) (*volTarget, error) {
 }
 
 func (t *volTarget) close() {
-	t.repo.Close()
-	_ = t.store.Close()
+	if t.repo != nil {
+		t.repo.Close()
+		_ = t.store.Close()
+	}
 }
 
 // URL returns the volume's URL for messages (without credentials).
-func (t *volTarget) URL() string { return t.store.URL() }
+func (t *volTarget) URL() string {
+	if t.mount != nil {
+		return t.info.URL
+	}
+	return t.store.URL()
+}
+
+// Ref returns what later commands should name the volume by: the mount
+// point for a mount, the URL otherwise.
+func (t *volTarget) Ref() string {
+	if t.mount != nil {
+		return t.info.MountPoint
+	}
+	return t.store.URL()
+}
+
+// saveSnapshot saves a snapshot: on a mount, of everything written to it
+// before the call (branch must be "" or the mount's); on a URL, of
+// branch's head.
+func (t *volTarget) saveSnapshot(ctx context.Context, name, msg, branch string) (snapshot.Snapshot, error) {
+	if t.mount != nil {
+		if branch != "" && branch != t.info.Branch {
+			return snapshot.Snapshot{}, fmt.Errorf("--branch %s: the mount on %s serves branch %s, and a snapshot of a mount is of its live state; "+
+				"name the volume's URL (%s) to save the head of another branch", branch, t.info.MountPoint, t.info.Branch, t.info.URL)
+		}
+		return t.mount.SaveSnapshot(ctx, name, msg)
+	}
+	if branch == "" {
+		branch = snapshot.DefaultBranch
+	}
+	return t.repo.SaveSnapshot(ctx, name, snapshot.CommitID{Branch: branch}, snapshot.SaveOptions{Message: msg})
+}
+
+func (t *volTarget) listSnapshots(ctx context.Context, unique bool, prog func(snapshot.Progress)) ([]snapshot.SnapshotInfo, error) {
+	if t.mount != nil {
+		return t.mount.ListSnapshots(ctx, unique)
+	}
+	return t.repo.ListSnapshots(ctx, snapshot.ListOptions{Unique: unique, Progress: prog})
+}
+
+func (t *volTarget) deleteSnapshot(ctx context.Context, name string) error {
+	if t.mount != nil {
+		return t.mount.DeleteSnapshot(ctx, name)
+	}
+	return t.repo.DeleteSnapshot(ctx, name)
+}
+
+// diff compares two references; "live" needs a mount.
+func (t *volTarget) diff(ctx context.Context, req control.DiffRequest, fn func(histdiff.Change) error) (control.DiffResult, error) {
+	if t.mount != nil {
+		return t.mount.Diff(ctx, req, fn)
+	}
+	for _, ref := range []string{req.A, req.B} {
+		if ref == control.Live {
+			return control.DiffResult{}, fmt.Errorf(`"live" is a mount's current state: name the MOUNTPOINT instead of the URL %s`, t.URL())
+		}
+	}
+	a, err := t.repo.Resolve(ctx, req.A)
+	if err != nil {
+		return control.DiffResult{}, err
+	}
+	b, err := t.repo.Resolve(ctx, req.B)
+	if err != nil {
+		return control.DiffResult{}, err
+	}
+	res := control.DiffResult{A: a.Commit, B: b.Commit, AName: a.String(), BName: b.String()}
+	return res, histdiff.Diff(ctx, t.repo, a.Tree, b.Tree, histdiff.Options{Dir: req.Dir, Patch: req.Patch, MaxBytes: req.MaxBytes}, fn)
+}
+
+// restore restores branch (a mount: itself, live) to ref.
+func (t *volTarget) restore(ctx context.Context, ref, branch, msg string) (snapshot.RestoreResult, error) {
+	if t.mount != nil {
+		if branch != "" && branch != t.info.Branch {
+			return snapshot.RestoreResult{}, fmt.Errorf("--branch %s: the mount on %s serves branch %s and restores only itself; "+
+				"name the volume's URL (%s) to restore another branch", branch, t.info.MountPoint, t.info.Branch, t.info.URL)
+		}
+		return t.mount.Restore(ctx, ref, msg)
+	}
+	if branch == "" {
+		branch = snapshot.DefaultBranch
+	}
+	return t.repo.Restore(ctx, ref, branch, snapshot.RestoreOptions{Message: msg})
+}
+
+func (t *volTarget) fork(ctx context.Context, src, newBranch, msg string) (snapshot.Commit, error) {
+	if t.mount != nil {
+		return t.mount.Fork(ctx, src, newBranch, msg)
+	}
+	return t.repo.Fork(ctx, src, newBranch, snapshot.ForkOptions{Message: msg})
+}
+
+func (t *volTarget) branches(ctx context.Context) ([]snapshot.BranchInfo, error) {
+	if t.mount != nil {
+		return t.mount.Branches(ctx)
+	}
+	return t.repo.Branches(ctx, time.Now())
+}
+
+func (t *volTarget) deleteBranch(ctx context.Context, name string, force bool) (int, error) {
+	if t.mount != nil {
+		if name == t.info.Branch {
+			return 0, fmt.Errorf("branch %s is the one the mount on %s serves: unmount it first", name, t.info.MountPoint)
+		}
+		return t.mount.DeleteBranch(ctx, name, force)
+	}
+	return t.repo.DeleteBranch(ctx, name, snapshot.DeleteBranchOptions{Force: force})
+}
+
+func (t *volTarget) gc(ctx context.Context, req control.GCRequest, prog func(snapshot.Progress)) (snapshot.GCReport, error) {
+	if t.mount != nil {
+		return t.mount.GC(ctx, req, prog)
+	}
+	return t.repo.GC(ctx, snapshot.GCOptions{Policy: snapshot.Retention{KeepLast: req.KeepLast, KeepWithin: req.KeepWithin},
+		DryRun: req.DryRun, Grace: req.Grace, Progress: prog})
+}
+
+func (t *volTarget) fsck(ctx context.Context, full bool, prog func(snapshot.Progress)) (snapshot.FsckReport, error) {
+	if t.mount != nil {
+		return t.mount.Fsck(ctx, full, prog)
+	}
+	return t.repo.Fsck(ctx, snapshot.FsckOptions{Full: full, Progress: prog})
+}
 
 // progressLine returns a progress callback drawing on stderr when stderr is
 // a terminal (nil otherwise), and a function that erases the line.
@@ -88,17 +232,7 @@ func progressLine(cmd *cobra.Command, what string) (func(snapshot.Progress), fun
 }
 
 // fmtSize formats a byte count with a binary unit.
-func fmtSize(n int64) string {
-	if n < 1024 && n > -1024 {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, i := float64(n), -1
-	for (v >= 1024 || v <= -1024) && i < 4 {
-		v /= 1024
-		i++
-	}
-	return fmt.Sprintf("%.1f %ciB", v, "KMGTP"[i])
-}
+func fmtSize(n int64) string { return histdiff.FmtSize(n) }
 
 // parseAge parses a duration: Go syntax (90m, 36h) plus d (days) and w
 // (weeks), e.g. 7d, 2w, 1d12h.

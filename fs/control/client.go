@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -182,7 +181,7 @@ func (c *Client) doBody(ctx context.Context, method, path string, body io.Reader
 		if e.Code == codeBusy {
 			return fmt.Errorf("%s: %w", strings.TrimSuffix(e.Error, ": "+ErrBusy.Error()), ErrBusy)
 		}
-		return errors.New(e.Error)
+		return decodeError(e)
 	}
 	if out == nil {
 		return nil

@@ -70,6 +70,9 @@ type Status struct {
 	Store  Stats        `json:"store"`
 	// FUSE counts the kernel's requests by kind since the mount started.
 	FUSE []afs.OpStats `json:"fuse"`
+	// Refs counts the volume's branches and snapshots; nil when the mount
+	// serves no history or the count failed.
+	Refs *RefCounts `json:"refs,omitempty"`
 }
 
 // Stats are cumulative counters of a mount since it was mounted; they

@@ -17,6 +17,8 @@ import (
 
 // Backend is what the control server asks of a running mount. Its methods
 // are called from the server's request goroutines, possibly concurrently.
+// A Backend that also implements History serves snapshots, restores, diffs
+// and the rest of the volume's history (see History).
 type Backend interface {
 	// Sync returns once everything written to the mount before the call
 	// is in the blob store and committed (cache.Volume.Sync).
@@ -58,6 +60,7 @@ func NewServer(info Info, b Backend, metrics *blobstore.Metrics, log *slog.Logge
 	mux.HandleFunc("POST /v1/sync", s.handleSync)
 	mux.HandleFunc("POST /v1/unmount", s.handleUnmount)
 	mux.HandleFunc("POST /v1/invalidate", s.handleInvalidate)
+	s.registerHistory(mux)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s
 }
@@ -86,7 +89,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, "status", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, Status{Info: s.info, Volume: vs, Store: s.stats(), FUSE: s.b.Ops()})
+	writeJSON(w, http.StatusOK, Status{Info: s.info, Volume: vs, Store: s.stats(), FUSE: s.b.Ops(), Refs: s.refCounts(r.Context())})
 }
 
 func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
