@@ -60,6 +60,17 @@ func (v *Volume) lookupNode(ino uint64) *node {
 	return v.nodes[ino]
 }
 
+// openCount returns how many users hold inode ino open (0 when it has no
+// node).
+func (v *Volume) openCount(ino uint64) int {
+	v.nodesMu.Lock()
+	defer v.nodesMu.Unlock()
+	if n := v.nodes[ino]; n != nil {
+		return n.opens
+	}
+	return 0
+}
+
 func (v *Volume) dataPath(ino uint64) string {
 	return filepath.Join(v.dataDir, fmt.Sprintf("%02x", ino&0xff), strconv.FormatUint(ino, 10))
 }
@@ -271,6 +282,11 @@ func (n *node) file(create bool) (*os.File, error) {
 // tree that holds its entry), inline bytes, presence. Caller holds n.mu and
 // calls persisted after the transaction commits.
 func (v *Volume) persistTxn(txn *badger.Txn, d *delta, n *node) error {
+	if n.rec.Nlink == 0 {
+		if _, err := txn.Get(key64(pInode, n.ino)); errors.Is(err, badger.ErrKeyNotFound) {
+			return nil // deleted meanwhile: nothing of it is kept
+		}
+	}
 	if n.memDirty {
 		if err := v.writeFileRec(txn, d, n.rec, true); err != nil {
 			return err

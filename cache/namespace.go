@@ -543,7 +543,7 @@ func (o *mop) dropName(r *inode) error {
 		o.marks[linkTableDir] = true
 	}
 	r.Parent = 0
-	if n := o.v.lookupNode(r.Ino); n != nil && n.opens > 0 {
+	if o.v.openCount(r.Ino) > 0 {
 		// Unlinked while open: the data stays until the last close, and
 		// is no longer anything to upload.
 		o.put(r)
@@ -554,6 +554,13 @@ func (o *mop) dropName(r *inode) error {
 	}
 	ino := r.Ino
 	delete(o.dirty, ino)
+	if n := o.nodes[ino]; n != nil {
+		// Its last user is releasing it right now (opens is 0, and
+		// releaseNode waits for n.mu, which this op holds): its record
+		// must say it is gone, or releaseNode would store it again.
+		gone := r
+		o.after = append(o.after, func() { n.rec = gone })
+	}
 	for _, k := range [][]byte{key64(pInode, ino), key64(pPresence, ino), key64(pInline, ino)} {
 		if err := o.txn.Delete(k); err != nil {
 			return err

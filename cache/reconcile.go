@@ -558,21 +558,25 @@ func (rc *reconciler) dropInode(ino uint64) error {
 			}
 		}
 	}
-	if n := v.lookupNode(ino); n != nil && n.opens > 0 {
+	if n := v.lookupNode(ino); n != nil {
+		// Its record says it is gone before anyone can release it: a
+		// last releaseNode then deletes it instead of storing it again.
 		n.mu.Lock()
 		n.rec.Nlink = 0
 		n.rec.Parent = 0
 		rec := n.rec.clone()
 		n.mu.Unlock()
-		return v.update(func(txn *badger.Txn, d *delta) error {
-			if err := txn.Set(key64(pInode, ino), encodeInode(rec)); err != nil {
-				return err
-			}
-			if err := setFileDirty(txn, d, ino, false); err != nil {
-				return err
-			}
-			return txn.Set(key64(pOrphan, ino), nil)
-		})
+		if v.openCount(ino) > 0 {
+			return v.update(func(txn *badger.Txn, d *delta) error {
+				if err := txn.Set(key64(pInode, ino), encodeInode(rec)); err != nil {
+					return err
+				}
+				if err := setFileDirty(txn, d, ino, false); err != nil {
+					return err
+				}
+				return txn.Set(key64(pOrphan, ino), nil)
+			})
+		}
 	}
 	for _, b := range r.Dirty {
 		v.gens.forget(blockKey{ino, b})
