@@ -37,7 +37,7 @@ for a in "$@"; do
 	case $a in
 	--quick) quick=(--quick) ;;
 	plain | loopback | agentfs-file | agentfs-minio) targets+=("$a") ;;
-	-h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "headline.sh: unknown argument $a (see --help)" >&2; exit 2 ;;
 	esac
 done
