@@ -79,6 +79,13 @@ is in blob storage (a sync) before it exits.`,
 			return runExec(cmd, &f, args[0], args[1:])
 		},
 	}
+	addExecFlags(c, &f)
+	return c
+}
+
+// addExecFlags registers the options of `agentfs exec` (shared by
+// `agentfs run`).
+func addExecFlags(c *cobra.Command, f *execFlags) {
 	fl := c.Flags()
 	fl.StringVar(&f.backend, "backend", "local", "where to run: local (this host) or docker (a container)")
 	fl.StringVar(&f.image, "image", "", "image for --backend docker (required there; never pulled)")
@@ -93,7 +100,6 @@ is in blob storage (a sync) before it exits.`,
 	fl.Int64Var(&f.pids, "pids", 0, fmt.Sprintf("process limit of the docker container (default %d)", exec.DefaultPidsLimit))
 	fl.BoolVar(&f.deny, "deny-dangerous", false, "refuse known-dangerous commands (rm -rf /, curl | sh, ...); a safety net, not a sandbox")
 	fl.BoolVar(&f.changes, "changes", false, "print the paths the command created (A), modified (M) and deleted (D) to stderr")
-	return c
 }
 
 // execFail prints why agentfs could not run the command and returns the
