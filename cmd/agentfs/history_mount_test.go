@@ -459,7 +459,7 @@ func TestFsckThroughMount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	repo, err := snapshot.Open(ctx, store)
 	if err != nil {
 		t.Fatal(err)
