@@ -37,6 +37,7 @@ type mountFlags struct {
 	branch             string
 	debug              bool
 	pprof              string
+	metrics            string
 	tune               string
 	readyFD            int // internal: the background parent's pipe
 }
@@ -94,6 +95,7 @@ with the files' modes enforced by the kernel.`,
 	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", 5*time.Second, "how often changes are committed to the store (negative: only on sync and unmount)")
 	fl.StringVar(&f.branch, "branch", snapshot.DefaultBranch, "branch to mount")
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request (very verbose)")
+	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics (blob store, volume, FUSE requests, branch and snapshot counts) at http://`ADDR`/metrics, e.g. 127.0.0.1:9567 (they are on the control socket too: curl --unix-socket CACHE_DIR/control.sock http://agentfs/metrics)")
 	fl.StringVar(&f.pprof, "pprof", "", "serve Go profiles (net/http/pprof) on this local `ADDR`, e.g. 127.0.0.1:6060")
 	_ = fl.MarkHidden("pprof")
 	fl.StringVar(&f.tune, "tune", "", "override FUSE settings for experiments, e.g. writeback=1,maxwrite=131072 (see scripts/mount-perf.sh)")
@@ -263,6 +265,9 @@ func startBackground(ctx context.Context, t mountTarget, f mountFlags, stderr io
 	}
 	if f.pprof != "" {
 		args = append(args, "--pprof="+f.pprof)
+	}
+	if f.metrics != "" {
+		args = append(args, "--metrics="+f.metrics)
 	}
 	if f.tune != "" {
 		args = append(args, "--tune="+f.tune)
@@ -499,6 +504,14 @@ func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logge
 		ReadOnly: f.readOnly, PID: os.Getpid(), Started: time.Now().UTC(), Version: versionString(),
 	}
 	ctl := control.NewServer(info, m, store.Metrics(), lg)
+	if f.metrics != "" {
+		stop, err := serveMetrics(f.metrics, ctl.MetricsHandler(), lg)
+		if err != nil {
+			_ = srv.Unmount(true)
+			return err
+		}
+		defer stop()
+	}
 	go func() {
 		if err := ctl.Serve(l); err != nil {
 			lg.Error("control socket stopped", "err", err)

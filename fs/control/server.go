@@ -60,6 +60,7 @@ func NewServer(info Info, b Backend, metrics *blobstore.Metrics, log *slog.Logge
 	mux.HandleFunc("POST /v1/sync", s.handleSync)
 	mux.HandleFunc("POST /v1/unmount", s.handleUnmount)
 	mux.HandleFunc("POST /v1/invalidate", s.handleInvalidate)
+	mux.Handle("GET "+MetricsPath, s.MetricsHandler())
 	s.registerHistory(mux)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s
