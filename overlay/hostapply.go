@@ -7,8 +7,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -24,8 +26,9 @@ const stagePrefix = ".agentfs-commit-"
 // symlink and special file is staged — its bytes read from the workspace,
 // which still reads through to the unchanged host — in a directory of the
 // host directory (same filesystem, so renames are atomic). Then deletions
-// (deepest first), renames and new directories (shallowest first), and the
-// staged files are renamed into place, each atomically. Directories get
+// and renames, new directories (shallowest first), and the staged files
+// are renamed into place, each atomically (a renamed file that was also
+// edited is moved, then replaced by its staged bytes). Directories get
 // their times last, once their contents are in place. If it stops midway,
 // every path is either old or new, never partly written.
 func (w *Workspace) applyToHost(ctx context.Context, changes []Change) (err error) {
@@ -63,7 +66,7 @@ func (w *Workspace) applyToHost(ctx context.Context, changes []Change) (err erro
 			dirs = append(dirs, c)
 			continue
 		}
-		if c.Op == Renamed {
+		if c.Op == Renamed && !c.Edited {
 			continue // moved whole below
 		}
 		tmp := filepath.Join(stage, fmt.Sprint(i))
@@ -72,15 +75,41 @@ func (w *Workspace) applyToHost(ctx context.Context, changes []Change) (err erro
 		}
 		files = append(files, staged{c.Path, tmp})
 	}
-	sort.SliceStable(dels, func(i, j int) bool { return depth(dels[i].Path) > depth(dels[j].Path) })
-	for _, c := range dels {
-		if err := os.RemoveAll(w.hostPath(c.Path)); err != nil {
+	// Deletions and renames work where the entries are in the base, in two
+	// steps: first each deleted entry goes and each rename's source moves
+	// into the stage, deepest base path first (so that a deletion inside a
+	// renamed directory happens before it moves, and a source inside a
+	// deleted directory leaves before it goes); then each source moves to
+	// its destination, shallowest first (so that a renamed directory is in
+	// place before what goes into it). Swaps and renames inside renamed
+	// directories come out right.
+	out := append(slices.Clone(dels), renames...)
+	sort.SliceStable(out, func(i, j int) bool { return depth(out[i].basePath()) > depth(out[j].basePath()) })
+	moved := map[string]string{}
+	for i, c := range out {
+		if c.Op == Deleted {
+			if err := os.RemoveAll(w.hostPath(c.basePath())); err != nil {
+				return fmt.Errorf("commit %s: %w", c, err)
+			}
+			continue
+		}
+		tmp := filepath.Join(stage, fmt.Sprintf("r%d", i))
+		if err := os.Rename(w.hostPath(c.From), tmp); err != nil {
 			return fmt.Errorf("commit %s: %w", c, err)
 		}
+		moved[c.Path] = tmp
 	}
 	sort.SliceStable(renames, func(i, j int) bool { return depth(renames[i].Path) < depth(renames[j].Path) })
 	for _, c := range renames {
-		if err := os.Rename(w.hostPath(c.From), w.hostPath(c.Path)); err != nil {
+		dst := w.hostPath(c.Path)
+		if fi, err := os.Lstat(dst); err == nil && (fi.IsDir() || c.Type == snapshot.TypeDir) {
+			// What the rename replaced in the workspace goes whole (a file
+			// is simply renamed over).
+			if err := os.RemoveAll(dst); err != nil {
+				return fmt.Errorf("commit %s: %w", c, err)
+			}
+		}
+		if err := os.Rename(moved[c.Path], dst); err != nil {
 			return fmt.Errorf("commit %s: %w", c, err)
 		}
 	}
@@ -124,6 +153,89 @@ func (w *Workspace) applyToHost(ctx context.Context, changes []Change) (err erro
 		}
 	}
 	return nil
+}
+
+// hostConflicts refuses changes to host entries the host changed after
+// since (their ctime is later), or that the host removed while the
+// workspace changed them. A deleted directory conflicts if anything below
+// it changed. Directories' own attributes are not checked: adding an entry
+// changes a directory's ctime.
+func (w *Workspace) hostConflicts(ctx context.Context, changes []Change, since time.Time) error {
+	limit := since.UnixNano()
+	var conflicts []string
+	changed := func(p string, dirOK bool) (bool, error) {
+		h, err := w.host.Stat(ctx, p)
+		if isNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if h.Type == snapshot.TypeDir && dirOK {
+			return false, nil
+		}
+		return h.Ctime > limit, nil
+	}
+	for _, c := range changes {
+		var bad bool
+		var err error
+		switch c.Op {
+		case Added:
+			bad, err = changed(c.Path, c.Type == snapshot.TypeDir)
+		case Deleted:
+			bad, err = w.changedBelow(ctx, c.basePath(), limit)
+		case Modified, Renamed:
+			src := c.basePath()
+			if _, serr := w.host.Stat(ctx, src); isNotFound(serr) {
+				conflicts = append(conflicts, src+" (gone from the host)")
+				continue
+			}
+			if bad, err = changed(src, c.Type == snapshot.TypeDir); err == nil && !bad && c.Op == Renamed {
+				bad, err = changed(c.Path, c.Type == snapshot.TypeDir)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if bad {
+			conflicts = append(conflicts, c.Path)
+		}
+	}
+	if len(conflicts) > 0 {
+		sort.Strings(conflicts)
+		return fmt.Errorf("the host directory %s changed since %s at %s (commit with force to overwrite them, or discard those changes): %w",
+			w.host.Root(), since.Local().Format(time.DateTime), strings.Join(conflicts, ", "), ErrConflict)
+	}
+	return nil
+}
+
+// changedBelow reports whether the host entry at p, or anything below it,
+// changed after limit (ns since the epoch).
+func (w *Workspace) changedBelow(ctx context.Context, p string, limit int64) (bool, error) {
+	h, err := w.host.Stat(ctx, p)
+	if isNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if h.Type != snapshot.TypeDir {
+		return h.Ctime > limit, nil
+	}
+	if h.Mtime > limit {
+		return true, nil // entries added or removed
+	}
+	entries, err := w.host.ReadDir(ctx, p)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range entries {
+		bad, err := w.changedBelow(ctx, joinPath(p, e.Name), limit)
+		if bad || err != nil {
+			return bad, err
+		}
+	}
+	return false, nil
 }
 
 // stageFile writes the live non-directory a to tmp, with its attributes.

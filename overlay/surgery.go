@@ -20,6 +20,9 @@ type surgeon struct {
 	links snapshot.LinkTable // the link table of the tree being rewritten
 	// src resolves link IDs of entries brought in from another tree.
 	src snapshot.LinkTable
+	// written holds the trees stored so far, which are not in the store
+	// before finish: a second path through the same directory reads them.
+	written map[snapshot.BlobRef][]snapshot.Entry
 }
 
 func newSurgeon(repo *snapshot.Repo, host *HostDir, links, src snapshot.LinkTable) *surgeon {
@@ -27,12 +30,15 @@ func newSurgeon(repo *snapshot.Repo, host *HostDir, links, src snapshot.LinkTabl
 	for id, e := range links {
 		lt[id] = e
 	}
-	return &surgeon{repo: repo, host: host, pw: repo.NewPackWriter(), links: lt, src: src}
+	return &surgeon{repo: repo, host: host, pw: repo.NewPackWriter(), links: lt, src: src, written: map[snapshot.BlobRef][]snapshot.Entry{}}
 }
 
 // list returns the entries of directory entry d: its tree, or, for a
 // not-materialized directory of a host base, the host's listing.
 func (s *surgeon) list(ctx context.Context, d snapshot.Entry) ([]snapshot.Entry, error) {
+	if entries, ok := s.written[d.Tree]; ok {
+		return slices.Clone(entries), nil
+	}
 	if d.Tree.IsZero() {
 		if !d.HasOrigin || s.host == nil {
 			return nil, nil
@@ -62,22 +68,27 @@ func (s *surgeon) rewrite(ctx context.Context, dir snapshot.Entry, parts []strin
 	name := parts[0]
 	i, found := slices.BinarySearchFunc(entries, name, func(x snapshot.Entry, n string) int { return strings.Compare(x.Name, n) })
 	if len(parts) == 1 {
-		switch {
-		case e == nil && found:
-			entries = slices.Delete(entries, i, i+1)
-		case e == nil:
+		if e == nil && !found {
 			return dir, nil // nothing there
-		default:
+		}
+		// The names of hard-link groups that go and come change the
+		// groups' link counts.
+		if found {
+			if err := s.countLinks(ctx, entries[i], -1); err != nil {
+				return dir, err
+			}
+		}
+		if e != nil {
+			if err := s.countLinks(ctx, *e, +1); err != nil {
+				return dir, err
+			}
+		}
+		if e == nil {
+			entries = slices.Delete(entries, i, i+1)
+		} else {
 			ne := *e
 			ne.Name = name
 			if ne.LinkID != 0 {
-				if _, ok := s.links[ne.LinkID]; !ok {
-					le, ok := s.src[ne.LinkID]
-					if !ok {
-						return dir, fmt.Errorf("%s: hard link %s not in its link table: %w", name, snapshot.LinkName(ne.LinkID), snapshot.ErrCorrupt)
-					}
-					s.links[ne.LinkID] = le
-				}
 				ne = snapshot.Entry{Name: name, Type: ne.Type, LinkID: ne.LinkID}
 			}
 			if found {
@@ -106,6 +117,50 @@ func (s *surgeon) rewrite(ctx context.Context, dir snapshot.Entry, parts []strin
 	return s.store(dir, entries)
 }
 
+// countLinks adds delta to the link count of every hard-link group that
+// entry e names (e itself, or names below it when it is a directory). A
+// group that comes
+// in is taken from s.src with this name as its only one; a group whose
+// count reaches zero leaves the link table.
+func (s *surgeon) countLinks(ctx context.Context, e snapshot.Entry, delta int) error {
+	if len(s.links) == 0 && len(s.src) == 0 {
+		return nil // no hard links anywhere
+	}
+	if e.LinkID != 0 {
+		le, ok := s.links[e.LinkID]
+		if !ok {
+			if delta < 0 {
+				return nil
+			}
+			if le, ok = s.src[e.LinkID]; !ok {
+				return fmt.Errorf("%s: hard link %s not in its link table: %w", e.Name, snapshot.LinkName(e.LinkID), snapshot.ErrCorrupt)
+			}
+			le.Nlink = 0
+		}
+		n := int64(le.Nlink) + int64(delta)
+		if n <= 0 {
+			delete(s.links, e.LinkID)
+			return nil
+		}
+		le.Nlink = uint32(n)
+		s.links[e.LinkID] = le
+		return nil
+	}
+	if e.Type != snapshot.TypeDir || e.Tree.IsZero() {
+		return nil // a host directory's own entries have no links
+	}
+	children, err := s.list(ctx, e)
+	if err != nil {
+		return err
+	}
+	for _, c := range children {
+		if err := s.countLinks(ctx, c, delta); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // store encodes entries as dir's new tree and recomputes its counts.
 func (s *surgeon) store(dir snapshot.Entry, entries []snapshot.Entry) (snapshot.Entry, error) {
 	raw, err := snapshot.EncodeTree(entries)
@@ -113,6 +168,7 @@ func (s *surgeon) store(dir snapshot.Entry, entries []snapshot.Entry) (snapshot.
 		return dir, err
 	}
 	dir.Tree = s.pw.Add(s.repo.EncodeBlob(snapshot.BlobTree, raw))
+	s.written[dir.Tree] = slices.Clone(entries)
 	dir.SubFiles, dir.SubBytes = 0, 0
 	dir.Nlink = 2
 	for _, e := range entries {

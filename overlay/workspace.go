@@ -25,6 +25,10 @@ var (
 	// ErrConflict: the base changed the same paths since the workspace
 	// started; nothing was committed.
 	ErrConflict = errors.New("the base changed the same paths")
+	// ErrNeedParent: a path to commit lies in a directory that is new or
+	// renamed in the workspace and was not selected too; nothing was
+	// committed.
+	ErrNeedParent = errors.New("its directory is new or renamed in the workspace")
 )
 
 // Base is what a virtual workspace's changes are relative to: a commit
@@ -76,7 +80,12 @@ func Prepare(ctx context.Context, repo *snapshot.Repo, name string, base Base, h
 			return branch, hd, err
 		}
 		if base.HostDir != "" {
-			return "", nil, fmt.Errorf("workspace %s is over %v: mount it without --base, or choose another --name: %w", name, vb.Commit, ErrBaseMismatch)
+			return "", nil, fmt.Errorf("workspace %s is over %s: mount it without --base, or choose another --name: %w", name, DescribeBase(vb), ErrBaseMismatch)
+		}
+		if base.Ref != "" {
+			if err := sameCommitBase(ctx, repo, base.Ref, vb); err != nil {
+				return "", nil, err
+			}
 		}
 		return branch, nil, nil
 	case !errors.Is(err, snapshot.ErrNoCommits):
@@ -96,7 +105,7 @@ func Prepare(ctx context.Context, repo *snapshot.Repo, name string, base Base, h
 		}
 		c.Root = snapshot.RootDir{Mode: st.Mode, Uid: st.Uid, Gid: st.Gid, Atime: st.Atime, Mtime: st.Mtime, Ctime: st.Ctime,
 			Nlink: max(st.Nlink, 2), Xattrs: st.Xattrs, HasOrigin: true}
-		c.Virtual = &snapshot.VirtualBase{HostDir: hd.Root(), Host: host}
+		c.Virtual = &snapshot.VirtualBase{HostDir: hd.Root(), Host: host, Since: now.UTC()}
 	} else {
 		ref := base.Ref
 		if ref == "" {
@@ -127,6 +136,39 @@ func Prepare(ctx context.Context, repo *snapshot.Repo, name string, base Base, h
 		}
 	}
 	return branch, hd, nil
+}
+
+// sameCommitBase checks that ref names the base of an existing workspace
+// over vb: the commit it is over now, the snapshot it was made from, or
+// (for a branch base, or once a commit moved its base) the same branch.
+func sameCommitBase(ctx context.Context, repo *snapshot.Repo, ref string, vb *snapshot.VirtualBase) error {
+	src, err := repo.Resolve(ctx, ref)
+	if err != nil {
+		return fmt.Errorf("base %s: %w", ref, err)
+	}
+	ok := src.Commit.Branch == vb.Commit.Branch && vb.Snapshot == ""
+	if src.Snapshot != "" {
+		ok = src.Snapshot == vb.Snapshot
+	}
+	ok = ok || src.Commit == *vb.Commit
+	if !ok {
+		return fmt.Errorf("it is over %s, not %s: mount it without --base, or choose another --name: %w", DescribeBase(vb), src, ErrBaseMismatch)
+	}
+	return nil
+}
+
+// DescribeBase names a workspace's base for people: its host directory,
+// "snapshot NAME (BRANCH@SEQ)", or "BRANCH@SEQ".
+func DescribeBase(vb *snapshot.VirtualBase) string {
+	switch {
+	case vb.HostDir != "":
+		return vb.HostDir
+	case vb.Snapshot != "":
+		return fmt.Sprintf("snapshot %s (%v)", vb.Snapshot, vb.Commit)
+	case vb.Commit != nil:
+		return vb.Commit.String()
+	}
+	return "nothing"
 }
 
 func sameDir(a, b string) bool {
@@ -193,10 +235,15 @@ const (
 
 // Change is one path that differs from the base.
 type Change struct {
-	Op   ChangeOp           `json:"op"`
-	Path string             `json:"path"`
-	From string             `json:"from,omitempty"` // Renamed: the base path
-	Type snapshot.EntryType `json:"type"`
+	Op   ChangeOp `json:"op"`
+	Path string   `json:"path"`
+	// From is the path in the base when it differs from Path: a rename's
+	// source, or the base path of an entry inside a renamed directory
+	// (host directory bases only).
+	From string `json:"from,omitempty"`
+	// Edited: a renamed entry was changed too (its content or attributes).
+	Edited bool               `json:"edited,omitempty"`
+	Type   snapshot.EntryType `json:"type"`
 	// Size after the change (before it, for deletions); OldSize before it.
 	Size    uint64 `json:"size"`
 	OldSize uint64 `json:"old_size"`
@@ -260,67 +307,115 @@ func (w *Workspace) hostDiff(ctx context.Context, live snapshot.Commit) ([]Chang
 		return nil, err
 	}
 	var out []Change
-	var walk func(dir snapshot.Entry, path string) error
-	walk = func(dir snapshot.Entry, path string) error {
-		if dir.Tree.IsZero() {
+	// walk compares directory dir, at path, with the host directory origin
+	// (when hasOrigin): the one it reads through to, or the base directory
+	// a new directory took the place of.
+	var walk func(dir snapshot.Entry, path, origin string, hasOrigin bool) error
+	walk = func(dir snapshot.Entry, path, origin string, hasOrigin bool) error {
+		if dir.HasOrigin && dir.Tree.IsZero() {
 			return nil // not materialized: the host's own
 		}
-		entries, err := w.repo.ReadTree(ctx, dir.Tree)
-		if err != nil {
-			return err
+		var entries []snapshot.Entry
+		if !dir.Tree.IsZero() {
+			if entries, err = w.repo.ReadTree(ctx, dir.Tree); err != nil {
+				return err
+			}
+		}
+		var hs []snapshot.Entry
+		inBase := map[string]snapshot.Entry{}
+		if hasOrigin {
+			if hs, err = w.host.ReadDir(ctx, origin); err != nil && !isNotFound(err) {
+				return err
+			}
+			for _, h := range hs {
+				inBase[h.Name] = h
+			}
 		}
 		names := map[string]bool{}
 		for _, e := range entries {
 			names[e.Name] = true
 			p := joinPath(path, e.Name)
-			if e.LinkID != 0 {
+			linked := e.LinkID != 0
+			if linked {
 				if e, err = links.Resolve(e); err != nil {
 					return err
 				}
 			}
+			baseLoc := joinPath(origin, e.Name)
+			h, replaced := inBase[e.Name]
+			// A new entry, or a new name of a base file (a hard link: its
+			// names share the origin, and none of them is a rename).
+			isNew := !e.HasOrigin || linked && e.Origin != baseLoc
+			from := ""
 			switch {
-			case !e.HasOrigin:
+			case isNew && replaced && baseLoc != p:
+				from = baseLoc
+			case !isNew && e.Origin != p:
+				from = e.Origin
+			}
+			switch {
+			case isNew && replaced:
+				// A new entry in the place of a base one: a modification.
+				c := Change{Op: Modified, Path: p, From: from, Type: e.Type, Size: e.Size, OldSize: h.Size}
+				if h.Type != snapshot.TypeFile {
+					c.OldSize = 0
+				}
+				if e.Type == snapshot.TypeDir && h.Type == snapshot.TypeDir {
+					if !sameHostAttrs(e, h) {
+						out = append(out, c)
+					}
+					if err := walk(e, p, baseLoc, true); err != nil {
+						return err
+					}
+					continue
+				}
+				out = append(out, c)
+				if e.Type == snapshot.TypeDir {
+					if err := w.added(ctx, e, p, links, &out); err != nil {
+						return err
+					}
+				}
+			case isNew:
 				out = append(out, Change{Op: Added, Path: p, Type: e.Type, Size: e.Size})
 				if e.Type == snapshot.TypeDir {
 					if err := w.added(ctx, e, p, links, &out); err != nil {
 						return err
 					}
 				}
-			case !dir.HasOrigin || e.Origin != joinPath(dir.Origin, e.Name):
-				out = append(out, Change{Op: Renamed, Path: p, From: e.Origin, Type: e.Type, Size: e.Size, OldSize: e.OriginSize})
+			case !hasOrigin || e.Origin != baseLoc:
+				out = append(out, Change{Op: Renamed, Path: p, From: e.Origin, Type: e.Type, Size: e.Size, OldSize: w.hostSize(ctx, e),
+					Edited: e.Modified && (e.Type != snapshot.TypeDir || w.attrsDiffer(ctx, e))})
 				if e.Type == snapshot.TypeDir {
-					if err := walk(e, p); err != nil {
+					if err := walk(e, p, e.Origin, true); err != nil {
 						return err
 					}
 				}
 			case e.Type == snapshot.TypeDir:
-				if e.Modified {
-					if h, err := w.host.Stat(ctx, e.Origin); err == nil && !sameHostAttrs(e, h) {
-						out = append(out, Change{Op: Modified, Path: p, Type: e.Type})
-					}
+				if e.Modified && replaced && !sameHostAttrs(e, h) {
+					out = append(out, Change{Op: Modified, Path: p, From: from, Type: e.Type})
 				}
-				if err := walk(e, p); err != nil {
+				if err := walk(e, p, e.Origin, true); err != nil {
 					return err
 				}
 			case e.Modified:
-				out = append(out, Change{Op: Modified, Path: p, Type: e.Type, Size: e.Size, OldSize: e.OriginSize})
+				out = append(out, Change{Op: Modified, Path: p, From: from, Type: e.Type, Size: e.Size, OldSize: w.hostSize(ctx, e)})
 			}
-		}
-		if !dir.HasOrigin {
-			return nil
-		}
-		hs, err := w.host.ReadDir(ctx, dir.Origin)
-		if err != nil && !isNotFound(err) {
-			return err
 		}
 		for _, h := range hs {
 			if !names[h.Name] {
-				out = append(out, Change{Op: Deleted, Path: joinPath(path, h.Name), Type: h.Type, Size: h.Size})
+				c := Change{Op: Deleted, Path: joinPath(path, h.Name), Type: h.Type, Size: h.Size}
+				if h.Type == snapshot.TypeDir {
+					c.Size = 0
+				}
+				if o := joinPath(origin, h.Name); o != c.Path {
+					c.From = o
+				}
+				out = append(out, c)
 			}
 		}
 		return nil
 	}
-	if err := walk(rootEntry(live.Root), ""); err != nil {
+	if err := walk(rootEntry(live.Root), "", "", live.Root.HasOrigin); err != nil {
 		return nil, err
 	}
 	// A rename's source shows as deleted in its directory: say it once.
@@ -330,8 +425,38 @@ func (w *Workspace) hostDiff(ctx context.Context, live snapshot.Commit) ([]Chang
 			from[c.From] = true
 		}
 	}
-	out = slices.DeleteFunc(out, func(c Change) bool { return c.Op == Deleted && from[c.Path] })
+	out = slices.DeleteFunc(out, func(c Change) bool { return c.Op == Deleted && from[c.basePath()] })
 	return out, nil
+}
+
+// attrsDiffer reports whether directory e's attributes differ from its
+// origin's.
+func (w *Workspace) attrsDiffer(ctx context.Context, e snapshot.Entry) bool {
+	h, err := w.host.Stat(ctx, e.Origin)
+	return err == nil && !sameHostAttrs(e, h)
+}
+
+// basePath is where the entry a change concerns lies in the base: From
+// when set, else Path.
+func (c Change) basePath() string {
+	if c.From != "" {
+		return c.From
+	}
+	return c.Path
+}
+
+// hostSize is the size of e's origin in the host directory now (0 when it
+// is gone): the workspace's own record of it shrinks when the file is
+// truncated.
+func (w *Workspace) hostSize(ctx context.Context, e snapshot.Entry) uint64 {
+	if e.Type != snapshot.TypeFile {
+		return 0
+	}
+	h, err := w.host.Stat(ctx, e.Origin)
+	if err != nil {
+		return e.OriginSize
+	}
+	return h.Size
 }
 
 // added lists the contents of an added directory as added.
@@ -414,7 +539,7 @@ func (w *Workspace) Discard(ctx context.Context, paths []string) ([]Change, erro
 			next.Root, next.Links = root, links
 			return next, err
 		}
-		root, links, err := w.revert(ctx, head, picked)
+		root, links, err := w.revert(ctx, head, discardTargets(picked, changes))
 		next.Root, next.Links = root, links
 		return next, err
 	})
@@ -441,10 +566,67 @@ func (w *Workspace) baseRoot(ctx context.Context, head snapshot.Commit) (snapsho
 	return base.Root, base.Links, nil
 }
 
-// revert returns head's tree with the given changes undone: each changed
-// path (and a rename's source) takes the base's entry again, or goes away
-// if the base has none.
-func (w *Workspace) revert(ctx context.Context, head snapshot.Commit, changes []Change) (snapshot.RootDir, *snapshot.BlobRef, error) {
+// revertTarget is one path to revert: the workspace's entry at Live takes
+// the base's entry at Base again (or goes away if the base has none).
+type revertTarget struct{ Live, Base string }
+
+// discardTargets are the paths that undo changes: each change's path
+// takes its base entry again, and a rename's source is restored where it
+// lies now (below the renamed directories of all, the workspace's
+// changes).
+func discardTargets(picked, all []Change) []revertTarget {
+	var dirs []Change // renamed directories: base path From is at Path now
+	for _, c := range all {
+		if c.Op == Renamed && c.Type == snapshot.TypeDir {
+			dirs = append(dirs, c)
+		}
+	}
+	// toLive maps a base path to where it lies in the workspace; toBase
+	// the other way. The deepest renamed directory decides.
+	move := func(p string, from, to func(Change) string) string {
+		best := -1
+		for i, d := range dirs {
+			if f := from(d); strings.HasPrefix(p, f+"/") && (best < 0 || len(f) > len(from(dirs[best]))) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return p
+		}
+		return to(dirs[best]) + p[len(from(dirs[best])):]
+	}
+	path := func(c Change) string { return c.Path }
+	from := func(c Change) string { return c.From }
+	var out []revertTarget
+	for _, c := range picked {
+		if c.Op == Renamed {
+			out = append(out, revertTarget{c.Path, move(c.Path, path, from)}, revertTarget{move(c.From, from, path), c.From})
+			continue
+		}
+		out = append(out, revertTarget{c.Path, c.basePath()})
+	}
+	return out
+}
+
+// commitTargets are the paths of committed changes to a host directory:
+// each now reads through to the same host path (a rename's source to
+// nothing).
+func commitTargets(picked []Change) []revertTarget {
+	var out []revertTarget
+	for _, c := range picked {
+		out = append(out, revertTarget{c.Path, c.Path})
+		if c.Op == Renamed {
+			out = append(out, revertTarget{c.From, c.From})
+		}
+	}
+	return out
+}
+
+// revert returns head's tree with targets reverted: each Live path takes
+// the base's entry at Base again, or goes away if the base has none.
+// Shallow paths go first, and a path below one already reverted is left
+// alone (the directory's revert covered it).
+func (w *Workspace) revert(ctx context.Context, head snapshot.Commit, targets []revertTarget) (snapshot.RootDir, *snapshot.BlobRef, error) {
 	links, err := w.repo.ReadLinkTable(ctx, head.Links)
 	if err != nil {
 		return snapshot.RootDir{}, nil, err
@@ -463,23 +645,16 @@ func (w *Workspace) revert(ctx context.Context, head snapshot.Commit, changes []
 	}
 	s := newSurgeon(w.repo, w.host, links, baseLinks)
 	root := rootEntry(head.Root)
-	// Shallow paths first, so that a reverted directory is in place before
-	// anything below it.
-	var paths []string
-	for _, c := range changes {
-		paths = append(paths, c.Path)
-		if c.Op == Renamed {
-			paths = append(paths, c.From)
-		}
-	}
-	sort.Slice(paths, func(i, j int) bool { return strings.Count(paths[i], "/") < strings.Count(paths[j], "/") })
+	sort.SliceStable(targets, func(i, j int) bool {
+		return strings.Count(targets[i].Live, "/") < strings.Count(targets[j].Live, "/")
+	})
 	done := map[string]bool{}
-	for _, p := range paths {
-		if done[p] || underAny(p, done) {
+	for _, t := range targets {
+		if done[t.Live] || underAny(t.Live, done) {
 			continue
 		}
-		done[p] = true
-		be, ok, err := w.baseEntry(ctx, baseTree, p)
+		done[t.Live] = true
+		be, ok, err := w.baseEntry(ctx, baseTree, t.Base)
 		if err != nil {
 			return snapshot.RootDir{}, nil, err
 		}
@@ -487,7 +662,7 @@ func (w *Workspace) revert(ctx context.Context, head snapshot.Commit, changes []
 		if ok {
 			e = &be
 		}
-		if root, err = s.replace(ctx, root, p, e); err != nil {
+		if root, err = s.replace(ctx, root, t.Live, e); err != nil {
 			return snapshot.RootDir{}, nil, err
 		}
 	}
@@ -540,8 +715,11 @@ func (w *Workspace) baseEntry(ctx context.Context, baseTree snapshot.TreeRoot, p
 //
 // Over a host directory, each changed path is written to the directory:
 // files atomically (a temporary file renamed over the old one), then the
-// paths read through to the host again. snapshotName, if set, names the new
-// base commit (commit bases only).
+// paths read through to the host again. A change to a path that the host
+// changed since the workspace was created or last committed (or whose host
+// entry is gone) is refused with ErrConflict, unless force: the workspace
+// never overwrites or deletes the host's own changes unasked.
+// snapshotName, if set, names the new base commit (commit bases only).
 func (w *Workspace) Commit(ctx context.Context, paths []string, message, snapshotName string, force bool) (CommitResult, error) {
 	changes, err := w.Diff(ctx)
 	if err != nil {
@@ -557,18 +735,34 @@ func (w *Workspace) Commit(ctx context.Context, paths []string, message, snapsho
 	if len(picked) == 0 {
 		return res, nil
 	}
+	if err := checkParents(picked, changes); err != nil {
+		return CommitResult{Pending: len(changes)}, err
+	}
 	if w.host != nil {
+		vb, err := w.Base(ctx)
+		if err != nil {
+			return res, err
+		}
+		if !force {
+			if err := w.hostConflicts(ctx, picked, vb.Since); err != nil {
+				return CommitResult{Pending: len(changes)}, err
+			}
+		}
 		if err := w.applyToHost(ctx, picked); err != nil {
 			return res, err
 		}
-		// The committed paths read through to the host again.
-		_, err := w.vol.Rewrite(ctx, "commit", func(head snapshot.Commit) (snapshot.Commit, error) {
-			next := snapshot.Commit{Virtual: head.Virtual, Message: message}
+		since := time.Now().UTC()
+		// The committed paths read through to the host again, and host
+		// changes count from now on.
+		_, err = w.vol.Rewrite(ctx, "commit", func(head snapshot.Commit) (snapshot.Commit, error) {
+			nvb := *head.Virtual
+			nvb.Since = since
+			next := snapshot.Commit{Virtual: &nvb, Message: message}
 			var err error
 			if res.Pending == 0 {
 				next.Root, next.Links, err = w.baseRoot(ctx, head)
 			} else {
-				next.Root, next.Links, err = w.revert(ctx, head, picked)
+				next.Root, next.Links, err = w.revert(ctx, head, commitTargets(picked))
 			}
 			return next, err
 		})
@@ -585,6 +779,31 @@ func (w *Workspace) Commit(ctx context.Context, paths []string, message, snapsho
 		}
 	}
 	return res, nil
+}
+
+// checkParents refuses to commit a path whose directory is new or renamed
+// in the workspace unless that directory is committed too: the base has
+// no place for it otherwise.
+func checkParents(picked, all []Change) error {
+	in := map[string]bool{}
+	for _, c := range picked {
+		in[c.Path] = true
+	}
+	for _, d := range all {
+		if in[d.Path] || d.Type != snapshot.TypeDir || (d.Op != Added && d.Op != Renamed) {
+			continue
+		}
+		for _, c := range picked {
+			if strings.HasPrefix(c.Path, d.Path+"/") {
+				what := "new"
+				if d.Op == Renamed {
+					what = "renamed from " + d.From
+				}
+				return fmt.Errorf("%s lies in %s/, %s in the workspace: commit %s as well: %w", c.Path, d.Path, what, d.Path, ErrNeedParent)
+			}
+		}
+	}
+	return nil
 }
 
 // commitToBase writes the changes as a commit of the base branch and moves

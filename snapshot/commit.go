@@ -48,6 +48,10 @@ type VirtualBase struct {
 	Snapshot string    `json:"snapshot,omitempty"` // the snapshot Commit came from, if any
 	HostDir  string    `json:"host_dir,omitempty"` // absolute path of a host directory base
 	Host     string    `json:"host,omitempty"`     // the machine that has HostDir
+	// Since is, for a host directory, when the workspace was created or
+	// last committed to it: host entries changed after it are the host's
+	// own changes, which a commit does not overwrite unless forced.
+	Since time.Time `json:"since,omitzero"`
 }
 
 // Commit records one state of a branch. Commits are immutable and created

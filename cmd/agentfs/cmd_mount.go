@@ -22,6 +22,7 @@ import (
 	"github.com/agentfs/agentfs/cache"
 	afs "github.com/agentfs/agentfs/fs"
 	"github.com/agentfs/agentfs/fs/control"
+	"github.com/agentfs/agentfs/overlay"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -40,6 +41,11 @@ type mountFlags struct {
 	metrics            string
 	tune               string
 	readyFD            int // internal: the background parent's pipe
+	branchSet          bool
+
+	virtual bool   // --virtual
+	base    string // --base: a reference or a host directory
+	name    string // --name: the virtual workspace
 }
 
 func newMountCmd() *cobra.Command {
@@ -84,6 +90,7 @@ with the files' modes enforced by the kernel.`,
 			if len(args) == 2 {
 				url = args[0]
 			}
+			f.branchSet = cmd.Flags().Changed("branch")
 			return runMount(cmd, url, mnt, f)
 		},
 	}
@@ -100,6 +107,9 @@ with the files' modes enforced by the kernel.`,
 	_ = fl.MarkHidden("pprof")
 	fl.StringVar(&f.tune, "tune", "", "override FUSE settings for experiments, e.g. writeback=1,maxwrite=131072 (see scripts/mount-perf.sh)")
 	_ = fl.MarkHidden("tune")
+	fl.BoolVar(&f.virtual, "virtual", false, "mount a copy-on-write workspace over --base (see `agentfs diff`, `commit`, `discard`)")
+	fl.StringVar(&f.base, "base", "", "with --virtual: what the workspace is over, a `REF` (snapshot:NAME, branch:NAME[@SEQ], NAME) or a host directory (a path with a '/': ./proj, /src/proj); default: the head of --branch")
+	fl.StringVar(&f.name, "name", "", "with --virtual: the workspace's `NAME` (default: derived from this host and the mount point, so mounting there again finds its changes)")
 	fl.IntVar(&f.readyFD, "ready-fd", 0, "internal: report readiness on this descriptor")
 	_ = fl.MarkHidden("ready-fd")
 	return c
@@ -111,6 +121,8 @@ type mountTarget struct {
 	isDefault bool
 	mnt       string // absolute, symlinks resolved
 	cacheDir  string
+	branch    string         // the branch to mount: --branch, or the virtual workspace's
+	virtual   *virtualTarget // nil unless --virtual
 }
 
 // resolveMount fills in the defaults and prepares the mount point: it is
@@ -170,9 +182,16 @@ func resolveMount(ctx context.Context, url, mnt string, f mountFlags, stderr io.
 		}
 		return t, fmt.Errorf("%s is already a mount point; unmount it first", t.mnt)
 	}
+	t.branch = f.branch
+	if t.virtual, err = resolveVirtual(t.mnt, f); err != nil {
+		return t, err
+	}
+	if t.virtual != nil {
+		t.branch = overlay.BranchName(t.virtual.name)
+	}
 	t.cacheDir = f.cacheDir
 	if t.cacheDir == "" {
-		if t.cacheDir, err = defaultCacheDir(t.url, f.branch); err != nil {
+		if t.cacheDir, err = defaultCacheDir(t.url, t.branch); err != nil {
 			return t, err
 		}
 	}
@@ -184,6 +203,9 @@ func resolveMount(ctx context.Context, url, mnt string, f mountFlags, stderr io.
 	}
 	if within(t.cacheDir, t.mnt) {
 		return t, fmt.Errorf("cache dir %s lies inside the mount point %s; choose another --cache-dir", t.cacheDir, t.mnt)
+	}
+	if t.virtual != nil && t.virtual.base.HostDir != "" && within(t.cacheDir, t.virtual.base.HostDir) {
+		return t, fmt.Errorf("cache dir %s lies inside the base directory %s (the workspace would see its own cache); choose another --cache-dir", t.cacheDir, t.virtual.base.HostDir)
 	}
 	if err := os.MkdirAll(t.cacheDir, 0o700); err != nil {
 		return t, fmt.Errorf("cache dir: %w", err)
@@ -212,7 +234,7 @@ func runMount(cmd *cobra.Command, url, mnt string, f mountFlags) error {
 	lg := newMountLogger(stderr, f.debug)
 	return serveMount(ctx, t, f, lg, func(info control.Info) {
 		_, _ = fmt.Fprintf(stderr, "agentfs: serving %s (branch %s%s) on %s; Ctrl-C or `agentfs umount %s` to unmount\n",
-			info.URL, info.Branch, roSuffix(info.ReadOnly), info.MountPoint, info.MountPoint)
+			info.URL, info.Branch, roSuffix(info.ReadOnly)+virtualSuffix(info.Virtual), info.MountPoint, info.MountPoint)
 	})
 }
 
@@ -252,8 +274,18 @@ func startBackground(ctx context.Context, t mountTarget, f mountFlags, stderr io
 		return err
 	}
 	defer r.Close()
-	args := []string{"mount", "--ready-fd=3", "--cache-dir=" + t.cacheDir, "--branch=" + f.branch,
+	args := []string{"mount", "--ready-fd=3", "--cache-dir=" + t.cacheDir,
 		"--checkpoint-interval=" + f.checkpointInterval.String()}
+	if f.branchSet {
+		args = append(args, "--branch="+f.branch)
+	}
+	if v := t.virtual; v != nil {
+		// Resolved: the server runs in "/", and derives no name of its own.
+		args = append(args, "--virtual", "--name="+v.name)
+		if v.baseArg != "" {
+			args = append(args, "--base="+v.baseArg)
+		}
+	}
 	if f.readOnly {
 		args = append(args, "--read-only")
 	}
@@ -294,8 +326,12 @@ func startBackground(ctx context.Context, t mountTarget, f mountFlags, stderr io
 	msg, _ := io.ReadAll(io.LimitReader(r, 64<<10))
 	reply := strings.TrimSpace(string(msg))
 	if reply == "ok" {
+		what := blobDisplay(t.url)
+		if t.virtual != nil {
+			what = "virtual workspace " + t.virtual.name + " of " + what
+		}
 		_, _ = fmt.Fprintf(stderr, "agentfs: mounted %s on %s (server pid %d, log %s)\n",
-			blobDisplay(t.url), t.mnt, c.Process.Pid, logPath)
+			what, t.mnt, c.Process.Pid, logPath)
 		return nil
 	}
 	select {
@@ -342,7 +378,7 @@ func serveBackground(ctx context.Context, url, mnt string, f mountFlags) error {
 	if err == nil {
 		err = serveMount(ctx, t, f, lg, func(info control.Info) {
 			lg.Info("mount ready", "url", info.URL, "branch", info.Branch, "mount_point", info.MountPoint,
-				"cache_dir", info.CacheDir, "read_only", info.ReadOnly)
+				"cache_dir", info.CacheDir, "read_only", info.ReadOnly, "virtual", virtualSuffix(info.Virtual))
 			report("ok")
 		})
 	}
@@ -372,6 +408,7 @@ type mountd struct {
 	vol *cache.Volume
 	srv *afs.Server
 	log *slog.Logger
+	ws  *overlay.Workspace // a virtual mount's workspace, else nil
 
 	gone     chan struct{} // closed when the FUSE server stopped (unmounted)
 	closed   chan struct{} // closed when the volume is closed
@@ -449,13 +486,25 @@ func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logge
 	}
 	defer func() { _ = store.Close() }()
 	defer repo.Close()
-	writeCacheInfo(t.cacheDir, t.url, f.branch)
 	host, _ := os.Hostname()
-	vol, err := cache.Open(ctx, cache.Options{
-		Repo: repo, CacheDir: t.cacheDir, Branch: f.branch, ReadOnly: f.readOnly,
+	opts := cache.Options{
+		Repo: repo, CacheDir: t.cacheDir, Branch: t.branch, ReadOnly: f.readOnly,
 		CacheSize: f.cacheSize, CheckpointInterval: f.checkpointInterval,
 		Logger: lg, Host: host, MountPoint: t.mnt,
-	})
+	}
+	if t.virtual != nil {
+		branch, hd, err := overlay.Prepare(ctx, repo, t.virtual.name, t.virtual.base, host, time.Now())
+		if err != nil {
+			return fmt.Errorf("virtual workspace %s: %w", t.virtual.name, err)
+		}
+		if hd != nil {
+			defer func() { _ = hd.Close() }()
+			opts.Lower = hd
+		}
+		opts.Branch = branch
+	}
+	writeCacheInfo(t.cacheDir, t.url, opts.Branch)
+	vol, err := cache.Open(ctx, opts)
 	if err != nil {
 		if errors.Is(err, snapshot.ErrLeaseHeld) && !f.readOnly {
 			return fmt.Errorf("%w\n(to look at it while that writer runs: agentfs mount --read-only %s MOUNTPOINT)", err, blobDisplay(t.url))
@@ -468,6 +517,19 @@ func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logge
 			_ = vol.Close(context.WithoutCancel(ctx))
 		}
 	}()
+	var ws *overlay.Workspace
+	var vinfo *control.VirtualInfo
+	if t.virtual != nil {
+		if ws, err = overlay.NewWorkspace(ctx, vol); err != nil {
+			return err
+		}
+		vinfo = &control.VirtualInfo{Name: t.virtual.name, Base: t.virtual.base.Ref}
+		if vb, err := ws.Base(ctx); err != nil {
+			return err
+		} else if vb.HostDir != "" {
+			vinfo.HostDir = vb.HostDir
+		}
+	}
 	l, err := control.Listen(t.cacheDir)
 	if err != nil {
 		return err
@@ -489,6 +551,7 @@ func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logge
 	// which entries and inodes changed.
 	vol.SetNotifier(srv)
 	m := &mountd{vol: vol, srv: srv, log: lg, gone: make(chan struct{}), closed: make(chan struct{})}
+	m.ws = ws
 	go func() { srv.Wait(); close(m.gone) }()
 	mi, err := afs.MountOf(t.mnt)
 	if err != nil {
@@ -500,8 +563,9 @@ func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logge
 		return fmt.Errorf("the mount on %s shows in the mount table as %s", t.mnt, mi.MountPoint)
 	}
 	info := control.Info{
-		MountPoint: t.mnt, Dev: mi.Dev, URL: repo.URL(), Branch: f.branch, CacheDir: t.cacheDir,
+		MountPoint: t.mnt, Dev: mi.Dev, URL: repo.URL(), Branch: opts.Branch, CacheDir: t.cacheDir,
 		ReadOnly: f.readOnly, PID: os.Getpid(), Started: time.Now().UTC(), Version: versionString(),
+		Virtual: vinfo,
 	}
 	ctl := control.NewServer(info, m, store.Metrics(), lg)
 	if f.metrics != "" {

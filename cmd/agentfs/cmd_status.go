@@ -64,6 +64,16 @@ func writeStatus(w io.Writer, st control.Status, now time.Time) error {
 	row := func(k, format string, a ...any) { _, _ = fmt.Fprintf(tw, "%s:\t%s\n", k, fmt.Sprintf(format, a...)) }
 	row("mount", "%s (server pid %d, up %s)", m.MountPoint, m.PID, now.Sub(m.Started).Round(time.Second))
 	row("volume", "%s branch %s (%s)", m.URL, v.Branch, mode)
+	if vi := m.Virtual; vi != nil {
+		base := vi.HostDir
+		if base == "" {
+			base = vi.Base
+		}
+		if base == "" {
+			base = "a commit of the volume"
+		}
+		row("virtual", "workspace %s over %s (agentfs diff|commit|discard %s)", vi.Name, base, m.MountPoint)
+	}
 	if v.DivergedFrom != "" {
 		row("diverged", "branch %s moved on while this cache had changes; they are committed to branch %s", v.DivergedFrom, v.Branch)
 	}

@@ -181,6 +181,9 @@ func (c *Client) doBody(ctx context.Context, method, path string, body io.Reader
 		if e.Code == codeBusy {
 			return fmt.Errorf("%s: %w", strings.TrimSuffix(e.Error, ": "+ErrBusy.Error()), ErrBusy)
 		}
+		if err := virtualError(e); err != nil {
+			return err
+		}
 		return decodeError(e)
 	}
 	if out == nil {

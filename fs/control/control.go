@@ -60,6 +60,8 @@ type Info struct {
 	PID        int       `json:"pid"` // the server process
 	Started    time.Time `json:"started"`
 	Version    string    `json:"version,omitempty"`
+	// Virtual describes the workspace of a virtual mount (nil otherwise).
+	Virtual *VirtualInfo `json:"virtual,omitempty"`
 }
 
 // Status is what `agentfs status` shows: the mount, the engine's state and
@@ -93,7 +95,7 @@ type Stats struct {
 // errorReply is the body of every failed request.
 type errorReply struct {
 	Error string `json:"error"`
-	Code  string `json:"code,omitempty"` // "busy" for ErrBusy
+	Code  string `json:"code,omitempty"` // "busy" for ErrBusy; see also virtualCodes
 }
 
 const codeBusy = "busy"

@@ -62,6 +62,9 @@ func NewServer(info Info, b Backend, metrics *blobstore.Metrics, log *slog.Logge
 	mux.HandleFunc("POST /v1/invalidate", s.handleInvalidate)
 	mux.Handle("GET "+MetricsPath, s.MetricsHandler())
 	s.registerHistory(mux)
+	mux.HandleFunc("POST /v1/virtual/diff", s.handleVirtualDiff)
+	mux.HandleFunc("POST /v1/virtual/commit", s.handleVirtualCommit)
+	mux.HandleFunc("POST /v1/virtual/discard", s.handleVirtualDiscard)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s
 }
@@ -163,6 +166,8 @@ func (s *Server) fail(w http.ResponseWriter, op string, err error) {
 	code := http.StatusInternalServerError
 	if errors.Is(err, ErrBusy) {
 		rep.Code, code = codeBusy, http.StatusConflict
+	} else if vc := virtualCode(err); vc != "" {
+		rep.Code, code = vc, http.StatusConflict
 	}
 	if errors.Is(err, context.Canceled) {
 		code = 499 // the client went away
