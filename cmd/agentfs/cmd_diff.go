@@ -181,8 +181,8 @@ func writeDiffStat(out io.Writer, rep control.VirtualDiffReply) error {
 			return err
 		}
 	}
-	_, err := fmt.Fprintf(out, " %d changes, %d files changed, %d insertions(+), %d deletions(-) relative to %s\n",
-		len(rows), files, ins, del, rep.Base)
+	_, err := fmt.Fprintf(out, " %s, %s changed, %s(+), %s(-) relative to %s\n",
+		plural(len(rows), "change"), plural(files, "file"), plural(ins, "insertion"), plural(del, "deletion"), rep.Base)
 	return err
 }
 
