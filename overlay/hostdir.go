@@ -122,6 +122,67 @@ func (h *HostDir) ReadDir(ctx context.Context, path string) ([]snapshot.Entry, e
 	return out, nil
 }
 
+// HostName is an entry of a host directory as its listing gives it: the
+// name and the file type, without the attributes.
+type HostName struct {
+	Name string
+	Type snapshot.EntryType
+}
+
+// Names lists the directory at path, sorted by name, with no more than
+// its listing costs (no stat per entry, where the filesystem reports
+// types in its listing): for comparing which entries a directory has.
+func (h *HostDir) Names(ctx context.Context, path string) ([]HostName, error) {
+	fd, err := h.openBeneath(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOATIME)
+	if errors.Is(err, unix.EPERM) {
+		fd, err = h.openBeneath(path, unix.O_RDONLY|unix.O_DIRECTORY)
+	}
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	des, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, fmt.Errorf("list %s in host directory %s: %w", path, h.root, err)
+	}
+	out := make([]HostName, 0, len(des))
+	for _, de := range des {
+		if path == "" && strings.HasPrefix(de.Name(), stagePrefix) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		t, ok := cache.TypeOfMode(uint32(unixType(de.Type())))
+		if !ok {
+			continue
+		}
+		out = append(out, HostName{Name: de.Name(), Type: t})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// unixType converts the type bits of an fs.FileMode to S_IFMT bits.
+func unixType(m os.FileMode) uint32 {
+	switch {
+	case m&os.ModeDir != 0:
+		return unix.S_IFDIR
+	case m&os.ModeSymlink != 0:
+		return unix.S_IFLNK
+	case m&os.ModeNamedPipe != 0:
+		return unix.S_IFIFO
+	case m&os.ModeSocket != 0:
+		return unix.S_IFSOCK
+	case m&os.ModeCharDevice != 0:
+		return unix.S_IFCHR
+	case m&os.ModeDevice != 0:
+		return unix.S_IFBLK
+	}
+	return unix.S_IFREG
+}
+
 // Stat returns the attributes of path.
 func (h *HostDir) Stat(ctx context.Context, path string) (snapshot.Entry, error) {
 	if path == "" {

@@ -321,15 +321,24 @@ func (w *Workspace) hostDiff(ctx context.Context, live snapshot.Commit) ([]Chang
 				return err
 			}
 		}
-		var hs []snapshot.Entry
-		inBase := map[string]snapshot.Entry{}
+		// The host's listing: names and types only; the attributes of the
+		// few entries that need them are read one by one.
+		var hs []HostName
+		inBase := map[string]snapshot.EntryType{}
 		if hasOrigin {
-			if hs, err = w.host.ReadDir(ctx, origin); err != nil && !isNotFound(err) {
+			if hs, err = w.host.Names(ctx, origin); err != nil && !isNotFound(err) {
 				return err
 			}
 			for _, h := range hs {
-				inBase[h.Name] = h
+				inBase[h.Name] = h.Type
 			}
+		}
+		hostEntry := func(p string) snapshot.Entry {
+			h, err := w.host.Stat(ctx, p)
+			if err != nil {
+				return snapshot.Entry{} // gone meanwhile
+			}
+			return h
 		}
 		names := map[string]bool{}
 		for _, e := range entries {
@@ -342,7 +351,7 @@ func (w *Workspace) hostDiff(ctx context.Context, live snapshot.Commit) ([]Chang
 				}
 			}
 			baseLoc := joinPath(origin, e.Name)
-			h, replaced := inBase[e.Name]
+			ht, replaced := inBase[e.Name]
 			// A new entry, or a new name of a base file (a hard link: its
 			// names share the origin, and none of them is a rename).
 			isNew := !e.HasOrigin || linked && e.Origin != baseLoc
@@ -356,12 +365,12 @@ func (w *Workspace) hostDiff(ctx context.Context, live snapshot.Commit) ([]Chang
 			switch {
 			case isNew && replaced:
 				// A new entry in the place of a base one: a modification.
-				c := Change{Op: Modified, Path: p, From: from, Type: e.Type, Size: e.Size, OldSize: h.Size}
-				if h.Type != snapshot.TypeFile {
-					c.OldSize = 0
+				c := Change{Op: Modified, Path: p, From: from, Type: e.Type, Size: e.Size}
+				if ht == snapshot.TypeFile {
+					c.OldSize = hostEntry(baseLoc).Size
 				}
-				if e.Type == snapshot.TypeDir && h.Type == snapshot.TypeDir {
-					if !sameHostAttrs(e, h) {
+				if e.Type == snapshot.TypeDir && ht == snapshot.TypeDir {
+					if !sameHostAttrs(e, hostEntry(baseLoc)) {
 						out = append(out, c)
 					}
 					if err := walk(e, p, baseLoc, true); err != nil {
@@ -391,7 +400,7 @@ func (w *Workspace) hostDiff(ctx context.Context, live snapshot.Commit) ([]Chang
 					}
 				}
 			case e.Type == snapshot.TypeDir:
-				if e.Modified && replaced && !sameHostAttrs(e, h) {
+				if e.Modified && replaced && !sameHostAttrs(e, hostEntry(baseLoc)) {
 					out = append(out, Change{Op: Modified, Path: p, From: from, Type: e.Type})
 				}
 				if err := walk(e, p, e.Origin, true); err != nil {
@@ -403,9 +412,9 @@ func (w *Workspace) hostDiff(ctx context.Context, live snapshot.Commit) ([]Chang
 		}
 		for _, h := range hs {
 			if !names[h.Name] {
-				c := Change{Op: Deleted, Path: joinPath(path, h.Name), Type: h.Type, Size: h.Size}
-				if h.Type == snapshot.TypeDir {
-					c.Size = 0
+				c := Change{Op: Deleted, Path: joinPath(path, h.Name), Type: h.Type}
+				if h.Type != snapshot.TypeDir {
+					c.Size = hostEntry(joinPath(origin, h.Name)).Size
 				}
 				if o := joinPath(origin, h.Name); o != c.Path {
 					c.From = o
