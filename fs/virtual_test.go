@@ -2,6 +2,7 @@ package fs_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"os"
 	"path/filepath"
@@ -356,4 +357,37 @@ func TestVirtualHostChanges(t *testing.T) {
 		t.Fatalf("README.md after a remount reads %q", got)
 	}
 	wantChanges(t, "after a remount", diffOf(t, c2), "D docs/guide.md")
+}
+
+// TestVirtualOneByteEdit: writing one byte into a large host file through
+// a virtual mount copies up (and uploads) one chunk, not the file; the
+// file reads back right and the host file is untouched.
+func TestVirtualOneByteEdit(t *testing.T) {
+	host := filepath.Join(t.TempDir(), "host")
+	must(t, os.MkdirAll(host, 0o755))
+	big := make([]byte, 24<<20) // random: no compression hides a whole-file copy
+	_, _ = rand.Read(big)
+	must(t, os.WriteFile(filepath.Join(host, "big.bin"), big, 0o644))
+	before := manifestOf(t, host)
+	m := fstest.Start(t, fstest.Options{Args: []string{"--virtual", "--base", host, "--checkpoint-interval=-1s"}})
+	f, err := os.OpenFile(filepath.Join(m.Dir, "big.bin"), os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.WriteAt([]byte{'!'}, 13<<20+5)
+	must(t, err)
+	must(t, f.Close())
+	m.Sync(t)
+	st, err := m.Client(t).Status(context.Background())
+	must(t, err)
+	if st.Volume.LastUploadBytes > 6<<20 {
+		t.Errorf("a one-byte edit of a 24 MiB base file uploaded %d bytes: more than one chunk", st.Volume.LastUploadBytes)
+	}
+	want := slices.Clone(big)
+	want[13<<20+5] = '!'
+	got, err := os.ReadFile(filepath.Join(m.Dir, "big.bin"))
+	must(t, err)
+	if !slices.Equal(got, want) {
+		t.Fatal("big.bin reads wrong after a one-byte edit")
+	}
+	wantChanges(t, "after the edit", diffOf(t, virtualClient(t, m)), "M big.bin")
+	wantSame(t, "the host directory changed", before, manifestOf(t, host))
 }
