@@ -154,7 +154,7 @@ func (h *HostDir) Names(ctx context.Context, path string) ([]HostName, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		t, ok := cache.TypeOfMode(uint32(unixType(de.Type())))
+		t, ok := cache.TypeOfMode(unixType(de.Type()))
 		if !ok {
 			continue
 		}
