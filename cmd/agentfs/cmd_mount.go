@@ -79,10 +79,23 @@ need no lease.
 
 The mount uses allow_other and default_permissions, so containers that
 bind-mount it (docker run -v MOUNTPOINT:/workspace) can use it as any user,
-with the files' modes enforced by the kernel.`,
+with the files' modes enforced by the kernel.
+
+With --virtual, the mount is a copy-on-write workspace over --base: a
+snapshot or branch of the volume, or a directory on this host, which nothing
+the workspace does modifies. Reads come from the base until a path is
+written; every change is kept in the workspace (a branch of the volume,
+virtual-NAME, as durable as any other write) until ` + "`agentfs commit`" + `
+accepts it or ` + "`agentfs discard`" + ` drops it; ` + "`agentfs diff`" + ` lists
+it. Without --base, the base is the head of --branch now. Mounting on the same
+directory again finds the same workspace (its name derives from this host and
+the mount point; --name chooses one). This is copy-on-write, not mere path
+confinement.`,
 		Example: `  agentfs mount ./workspace                      # the default local store
   agentfs mount -d file:///srv/agentfs/vol /mnt/ws
   agentfs mount -d --read-only 's3://bucket/ws?region=eu-west-1' /mnt/ro
+  agentfs mount -d --virtual --base ~/src/project ./ws   # over a host directory
+  agentfs mount -d --virtual --base snapshot:v1 file:///srv/agentfs/vol ./try
   agentfs umount /mnt/ws`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
