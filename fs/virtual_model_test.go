@@ -482,13 +482,39 @@ func (mr *modelRun) checkBase(when, want string) {
 	}
 }
 
-// resetPath makes dst/p what src/p is (gone if src has none).
+// resetPath makes dst/p what src/p is (gone if src has none). Missing
+// parent directories are made with src's permissions and xattrs, empty
+// but for p.
 func (mr *modelRun) resetPath(dst, src, p string) {
 	t := mr.t
 	must(t, os.RemoveAll(filepath.Join(dst, p)))
-	if _, err := os.Lstat(filepath.Join(src, p)); err == nil {
-		cpTree(t, filepath.Join(src, p), filepath.Join(dst, p))
+	if _, err := os.Lstat(filepath.Join(src, p)); err != nil {
+		return
 	}
+	parts := strings.Split(p, "/")
+	for i := 1; i < len(parts); i++ {
+		d := filepath.Join(parts[:i]...)
+		if _, err := os.Lstat(filepath.Join(dst, d)); err == nil {
+			continue
+		}
+		st, err := os.Stat(filepath.Join(src, d))
+		must(t, err)
+		must(t, os.Mkdir(filepath.Join(dst, d), 0o755))
+		must(t, os.Chmod(filepath.Join(dst, d), st.Mode().Perm()))
+		buf := make([]byte, 4096)
+		n, err := unix.Llistxattr(filepath.Join(src, d), buf)
+		must(t, err)
+		for _, name := range strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00") {
+			if name == "" {
+				continue
+			}
+			val := make([]byte, 4096)
+			vn, err := unix.Lgetxattr(filepath.Join(src, d), name, val)
+			must(t, err)
+			must(t, unix.Lsetxattr(filepath.Join(dst, d), name, val[:vn], 0))
+		}
+	}
+	cpTree(t, filepath.Join(src, p), filepath.Join(dst, p))
 }
 
 // pickSimple picks up to two changed paths whose discard or commit the

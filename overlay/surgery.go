@@ -23,6 +23,11 @@ type surgeon struct {
 	// written holds the trees stored so far, which are not in the store
 	// before finish: a second path through the same directory reads them.
 	written map[snapshot.BlobRef][]snapshot.Entry
+	// mkdir, when set, supplies a missing parent directory of an entry
+	// being put in place (path relative to the root): the directory's
+	// entry, whose contents are ignored (it starts empty), or false.
+	mkdir func(ctx context.Context, path string) (snapshot.Entry, bool, error)
+	full  []string // the path being replaced, split
 }
 
 func newSurgeon(repo *snapshot.Repo, host *HostDir, links, src snapshot.LinkTable) *surgeon {
@@ -57,6 +62,7 @@ func (s *surgeon) list(ctx context.Context, d snapshot.Entry) ([]snapshot.Entry,
 // the entry is being removed.
 func (s *surgeon) replace(ctx context.Context, root snapshot.Entry, path string, e *snapshot.Entry) (snapshot.Entry, error) {
 	parts := strings.Split(path, "/")
+	s.full = parts
 	return s.rewrite(ctx, root, parts, e)
 }
 
@@ -102,7 +108,22 @@ func (s *surgeon) rewrite(ctx context.Context, dir snapshot.Entry, parts []strin
 			if e == nil {
 				return dir, nil
 			}
-			return dir, fmt.Errorf("%s: the parent directory is missing: %w", strings.Join(parts, "/"), snapshot.ErrNoEntry)
+			missing := fmt.Errorf("%s: the parent directory is missing: %w", strings.Join(parts, "/"), snapshot.ErrNoEntry)
+			if s.mkdir == nil {
+				return dir, missing
+			}
+			nd, ok, err := s.mkdir(ctx, strings.Join(s.full[:len(s.full)-len(parts)+1], "/"))
+			if err != nil {
+				return dir, err
+			}
+			if !ok || nd.Type != snapshot.TypeDir {
+				return dir, missing
+			}
+			nd.Name, nd.LinkID = name, 0
+			if nd, err = s.store(nd, nil); err != nil {
+				return dir, err
+			}
+			entries = slices.Insert(entries, i, nd)
 		}
 		child := entries[i]
 		if child.Type != snapshot.TypeDir {

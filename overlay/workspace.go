@@ -293,6 +293,16 @@ func (w *Workspace) commitDiff(ctx context.Context, live snapshot.Commit) ([]Cha
 		if c.Op == snapshot.Deleted {
 			ch.Size = ch.OldSize
 		}
+		// The tree diff may report an entry that changed identity (a file
+		// that became a hard link) as deleted and added: one modification.
+		if n := len(out); n > 0 && out[n-1].Path == ch.Path && out[n-1].Op != ch.Op {
+			prev := out[n-1]
+			if prev.Op == Deleted {
+				prev, ch = ch, prev
+			}
+			out[n-1] = Change{Op: Modified, Path: ch.Path, Type: prev.Type, Size: prev.Size, OldSize: ch.Size}
+			return nil
+		}
 		out = append(out, ch)
 		return nil
 	})
@@ -653,6 +663,14 @@ func (w *Workspace) revert(ctx context.Context, head snapshot.Commit, targets []
 		}
 	}
 	s := newSurgeon(w.repo, w.host, links, baseLinks)
+	if w.host == nil {
+		// A path put back inside a directory the workspace deleted gets
+		// that directory again (with the base's attributes), holding only
+		// what is put back.
+		s.mkdir = func(ctx context.Context, p string) (snapshot.Entry, bool, error) {
+			return w.baseEntry(ctx, baseTree, p)
+		}
+	}
 	root := rootEntry(head.Root)
 	sort.SliceStable(targets, func(i, j int) bool {
 		return strings.Count(targets[i].Live, "/") < strings.Count(targets[j].Live, "/")
