@@ -200,13 +200,11 @@ func checkName(name string) error {
 }
 
 // retryLoad runs fn, loading directories it reports as not loaded, a few
-// times.
+// times. fn must check every directory of dirs first (dirRec): it reports
+// errNotLoaded for one that is not loaded, and retryLoad loads them all.
+// Directories are not loaded up front: almost always they are, and
+// checking costs a database transaction per namespace change.
 func (v *Volume) retryLoad(ctx context.Context, dirs []uint64, fn func() error) error {
-	for _, d := range dirs {
-		if err := v.loadDir(ctx, d); err != nil {
-			return err
-		}
-	}
 	for range 8 {
 		err := fn()
 		var nl *notLoadedError
@@ -238,13 +236,35 @@ func (v *Volume) Lookup(ctx context.Context, parent uint64, name string) (Attr, 
 	if len(name) > MaxNameLen {
 		return Attr{}, ErrNameTooLong
 	}
-	if err := v.loadDir(ctx, parent); err != nil {
-		return Attr{}, err
+	for range 8 {
+		a, err := v.lookupLoaded(parent, name)
+		if !errors.Is(err, errNotLoaded) {
+			return a, err
+		}
+		if err := v.loadDir(ctx, parent); err != nil {
+			return Attr{}, err
+		}
 	}
+	return Attr{}, fmt.Errorf("directory keeps unloading: %w", ErrIO)
+}
+
+// lookupLoaded is Lookup in one database transaction, for a parent that
+// is loaded; errNotLoaded otherwise.
+func (v *Volume) lookupLoaded(parent uint64, name string) (Attr, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	var a Attr
 	err := v.db.View(func(txn *badger.Txn) error {
+		dir, err := readInode(txn, parent)
+		if err != nil {
+			return err
+		}
+		if dir.Type != snapshot.TypeDir {
+			return ErrNotDir
+		}
+		if !dir.Loaded {
+			return errNotLoaded
+		}
 		ino, _, err := getDentry(txn, parent, name)
 		if err != nil {
 			return err
