@@ -386,6 +386,20 @@ func (v *Volume) captureFile(up *uploader, ino uint64, frozen bool) error {
 		}
 		defer func() { _ = v.releaseNode(n) }()
 	}
+	if n != nil && !frozen {
+		// Phase A: block by block, so that the file's writers and
+		// closes wait for one block's read at most, never for the
+		// encoding of all its dirty blocks (seconds for a large file).
+		n.mu.RLock()
+		dirty := slices.Clone(n.rec.Dirty)
+		n.mu.RUnlock()
+		for _, b := range dirty {
+			if err := v.captureBlock(up, n, b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if n != nil {
 		n.mu.RLock()
 		defer n.mu.RUnlock()
@@ -421,6 +435,46 @@ func (v *Volume) captureFile(up *uploader, ino uint64, frozen bool) error {
 		defer tmp.closeFile()
 	}
 	return v.captureBlocks(up, tmp.rec, tmp.readLocal)
+}
+
+// captureBlock adds block b of open file n to up unless up holds it at its
+// current generation, or it is no longer dirty. Its bytes and generation
+// are read together under n.mu, and encoded after n.mu is released: a
+// block written meanwhile has a new generation, so phase B captures it
+// again (and apply does not take the stale copy).
+func (v *Volume) captureBlock(up *uploader, n *node, b uint64) error {
+	n.mu.RLock()
+	if !n.rec.Inline && n.f == nil && n.rec.isDirty(b) {
+		n.mu.RUnlock()
+		n.mu.Lock()
+		_, err := n.file(false)
+		n.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		n.mu.RLock()
+	}
+	r := n.rec
+	if r.Nlink == 0 || !r.isDirty(b) {
+		n.mu.RUnlock()
+		return nil
+	}
+	k := blockKey{r.Ino, b}
+	gen := v.gens.get(k)
+	start := b * v.chunkSize
+	if have, ok := up.block(k); (ok && have.gen == gen) || start >= r.Size {
+		n.mu.RUnlock()
+		return nil
+	}
+	buf := make([]byte, min(v.chunkSize, r.Size-start))
+	err := n.readLocal(buf, start)
+	keepZero := r.HasOrigin
+	n.mu.RUnlock()
+	if err != nil {
+		return err
+	}
+	up.addBlock(k, gen, buf, keepZero)
+	return nil
 }
 
 func (v *Volume) captureBlocks(up *uploader, r *inode, read func([]byte, uint64) error) error {
