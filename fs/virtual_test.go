@@ -198,6 +198,26 @@ func TestVirtualRenameBaseDir(t *testing.T) {
 		wantChanges(t, "after the commit", diffOf(t, c))
 		wantSame(t, "the workspace changed with the commit", live, manifestOf(t, m.Dir), timesIgnored, posixtest.IgnoreNlink)
 	})
+	t.Run("HostIntoNewDirectory", func(t *testing.T) {
+		// A base directory moved into a new one, and a new directory in
+		// its old place: the commit must move the tree, not drop it.
+		host := filepath.Join(t.TempDir(), "host")
+		writeFiles(t, host, projectFiles)
+		before := manifestOf(t, host)
+		m := fstest.Start(t, fstest.Options{Args: []string{"--virtual", "--base", host}})
+		c := virtualClient(t, m)
+		must(t, os.Mkdir(filepath.Join(m.Dir, "new"), 0o755))
+		must(t, os.Rename(filepath.Join(m.Dir, "src"), filepath.Join(m.Dir, "new", "src")))
+		writeFiles(t, m.Dir, map[string]string{"src/fresh.go": "package fresh\n"})
+		wantChanges(t, "after the edits", diffOf(t, c), "A new", "R src -> new/src", "A src", "A src/fresh.go")
+		wantSame(t, "the host directory changed before the commit", before, manifestOf(t, host))
+		live := manifestOf(t, m.Dir)
+		if _, err := c.Commit(context.Background(), control.CommitRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		wantSame(t, "the host directory after the commit is not the workspace", live, manifestOf(t, host), timesIgnored, posixtest.IgnoreNlink)
+		wantChanges(t, "after the commit", diffOf(t, c))
+	})
 	t.Run("Snapshot", func(t *testing.T) {
 		plain := fstest.Start(t, fstest.Options{})
 		writeFiles(t, plain.Dir, projectFiles)

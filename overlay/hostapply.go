@@ -99,26 +99,41 @@ func (w *Workspace) applyToHost(ctx context.Context, changes []Change) (err erro
 		}
 		moved[c.Path] = tmp
 	}
-	sort.SliceStable(renames, func(i, j int) bool { return depth(renames[i].Path) < depth(renames[j].Path) })
-	for _, c := range renames {
+	// Then every rename's destination and every directory, shallowest
+	// first, so that each has its parent: a rename into a new directory
+	// finds it made, a new directory inside a renamed one finds it moved.
+	// At one depth, renames go first (a renamed directory that was also
+	// edited is in place before its attributes are set).
+	place := append(slices.Clone(renames), dirs...)
+	sort.SliceStable(place, func(i, j int) bool { return depth(place[i].Path) < depth(place[j].Path) })
+	renamed := map[string]bool{}
+	for _, c := range place {
 		dst := w.hostPath(c.Path)
-		if fi, err := os.Lstat(dst); err == nil && (fi.IsDir() || c.Type == snapshot.TypeDir) {
-			// What the rename replaced in the workspace goes whole (a file
-			// is simply renamed over).
-			if err := os.RemoveAll(dst); err != nil {
+		if tmp, ok := moved[c.Path]; ok && !renamed[c.Path] {
+			renamed[c.Path] = true
+			if fi, err := os.Lstat(dst); err == nil && (fi.IsDir() || c.Type == snapshot.TypeDir) {
+				// What the rename replaced in the workspace goes whole (a
+				// file is simply renamed over).
+				if err := os.RemoveAll(dst); err != nil {
+					return fmt.Errorf("commit %s: %w", c, err)
+				}
+			}
+			if err := os.Rename(tmp, dst); err != nil {
 				return fmt.Errorf("commit %s: %w", c, err)
 			}
+			if c.Type != snapshot.TypeDir {
+				continue
+			}
 		}
-		if err := os.Rename(moved[c.Path], dst); err != nil {
-			return fmt.Errorf("commit %s: %w", c, err)
+		if c.Type != snapshot.TypeDir {
+			continue
 		}
-	}
-	sort.SliceStable(dirs, func(i, j int) bool { return depth(dirs[i].Path) < depth(dirs[j].Path) })
-	for _, c := range dirs {
-		dst := w.hostPath(c.Path)
 		a, err := lookupPath(ctx, w.vol, c.Path)
 		if err != nil {
 			return err
+		}
+		if a.Type != snapshot.TypeDir {
+			continue
 		}
 		if fi, err := os.Lstat(dst); err == nil && !fi.IsDir() {
 			if err := os.Remove(dst); err != nil {

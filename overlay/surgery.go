@@ -127,7 +127,7 @@ func (s *surgeon) rewrite(ctx context.Context, dir snapshot.Entry, parts []strin
 		}
 		child := entries[i]
 		if child.Type != snapshot.TypeDir {
-			return dir, fmt.Errorf("%s is not a directory: %w", name, snapshot.ErrNoEntry)
+			return dir, fmt.Errorf("%s is no longer a directory (discard or commit it first): %w", name, snapshot.ErrNoEntry)
 		}
 		nc, err := s.rewrite(ctx, child, parts[1:], e)
 		if err != nil {

@@ -29,6 +29,10 @@ var (
 	// renamed in the workspace and was not selected too; nothing was
 	// committed.
 	ErrNeedParent = errors.New("its directory is new or renamed in the workspace")
+	// ErrEntangled: a path to commit changes a host entry that a pending
+	// change still reads (a renamed entry's source, a hard link's file);
+	// nothing was committed.
+	ErrEntangled = errors.New("pending changes read what it changes in the host directory")
 )
 
 // Base is what a virtual workspace's changes are relative to: a commit
@@ -260,22 +264,34 @@ func (c Change) String() string {
 // state) and returns the changes relative to the base, sorted by path. For
 // a host base, an entry is compared with the host's current state.
 func (w *Workspace) Diff(ctx context.Context) ([]Change, error) {
+	out, _, err := w.diff(ctx)
+	return out, err
+}
+
+// reader is a workspace entry that reads through to a host path other
+// than its own: a renamed entry (and what is below it), or a new name of a
+// base file (a hard link).
+type reader struct{ live, origin string }
+
+// diff is Diff, with the readers of a host base.
+func (w *Workspace) diff(ctx context.Context) ([]Change, []reader, error) {
 	id, err := w.vol.Commit(ctx, "sync", "")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	live, err := w.repo.ReadCommit(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []Change
+	var readers []reader
 	if w.host != nil {
-		out, err = w.hostDiff(ctx, live)
+		out, readers, err = w.hostDiff(ctx, live)
 	} else {
 		out, err = w.commitDiff(ctx, live)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, err
+	return out, readers, err
 }
 
 func (w *Workspace) commitDiff(ctx context.Context, live snapshot.Commit) ([]Change, error) {
@@ -293,30 +309,80 @@ func (w *Workspace) commitDiff(ctx context.Context, live snapshot.Commit) ([]Cha
 		if c.Op == snapshot.Deleted {
 			ch.Size = ch.OldSize
 		}
-		// The tree diff may report an entry that changed identity (a file
-		// that became a hard link) as deleted and added: one modification.
-		if n := len(out); n > 0 && out[n-1].Path == ch.Path && out[n-1].Op != ch.Op {
-			prev := out[n-1]
-			if prev.Op == Deleted {
-				prev, ch = ch, prev
-			}
-			out[n-1] = Change{Op: Modified, Path: ch.Path, Type: prev.Type, Size: prev.Size, OldSize: ch.Size}
-			return nil
-		}
 		out = append(out, ch)
 		return nil
 	})
+	// The tree diff reports an entry that changed type or identity (a
+	// directory replaced by a file, a file that became a hard link) as
+	// deleted and added: that is one modification (what was below a
+	// replaced directory stays listed as deleted).
+	at := map[string]int{}
+	for i, c := range out {
+		if j, ok := at[c.Path]; ok && out[j].Op != c.Op {
+			add, del := c, out[j]
+			if add.Op == Deleted {
+				add, del = del, add
+			}
+			out[j] = Change{Op: Modified, Path: c.Path, Type: add.Type, Size: add.Size, OldSize: del.Size}
+			out[i].Path = "" // dropped below
+			continue
+		}
+		at[c.Path] = i
+	}
+	out = slices.DeleteFunc(out, func(c Change) bool { return c.Path == "" })
 	return out, err
 }
 
 // hostDiff walks the directories the workspace stored (only changed ones
 // are) and compares them with the host.
-func (w *Workspace) hostDiff(ctx context.Context, live snapshot.Commit) ([]Change, error) {
+func (w *Workspace) hostDiff(ctx context.Context, live snapshot.Commit) ([]Change, []reader, error) {
 	links, err := w.repo.ReadLinkTable(ctx, live.Links)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []Change
+	var readers []reader
+	trees := map[snapshot.BlobRef][]snapshot.Entry{}
+	readTree := func(ref snapshot.BlobRef) ([]snapshot.Entry, error) {
+		if t, ok := trees[ref]; ok {
+			return t, nil
+		}
+		t, err := w.repo.ReadTree(ctx, ref)
+		trees[ref] = t
+		return t, err
+	}
+	// moved holds the base paths whose entries the workspace renamed: a new
+	// entry in such a place replaces nothing, and their absence there is no
+	// deletion.
+	moved := map[string]bool{}
+	var findMoved func(dir snapshot.Entry, path string) error
+	findMoved = func(dir snapshot.Entry, path string) error {
+		if dir.Tree.IsZero() {
+			return nil
+		}
+		entries, err := readTree(dir.Tree)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			p := joinPath(path, e.Name)
+			if e.LinkID != 0 {
+				continue // a hard link's names are copies, not moves
+			}
+			if e.HasOrigin && e.Origin != p {
+				moved[e.Origin] = true
+			}
+			if e.Type == snapshot.TypeDir {
+				if err := findMoved(e, p); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := findMoved(rootEntry(live.Root), ""); err != nil {
+		return nil, nil, err
+	}
 	// walk compares directory dir, at path, with the host directory origin
 	// (when hasOrigin): the one it reads through to, or the base directory
 	// a new directory took the place of.
@@ -327,7 +393,7 @@ func (w *Workspace) hostDiff(ctx context.Context, live snapshot.Commit) ([]Chang
 		}
 		var entries []snapshot.Entry
 		if !dir.Tree.IsZero() {
-			if entries, err = w.repo.ReadTree(ctx, dir.Tree); err != nil {
+			if entries, err = readTree(dir.Tree); err != nil {
 				return err
 			}
 		}
@@ -362,6 +428,7 @@ func (w *Workspace) hostDiff(ctx context.Context, live snapshot.Commit) ([]Chang
 			}
 			baseLoc := joinPath(origin, e.Name)
 			ht, replaced := inBase[e.Name]
+			replaced = replaced && !moved[baseLoc]
 			// A new entry, or a new name of a base file (a hard link: its
 			// names share the origin, and none of them is a rename).
 			isNew := !e.HasOrigin || linked && e.Origin != baseLoc
@@ -390,18 +457,26 @@ func (w *Workspace) hostDiff(ctx context.Context, live snapshot.Commit) ([]Chang
 				}
 				out = append(out, c)
 				if e.Type == snapshot.TypeDir {
-					if err := w.added(ctx, e, p, links, &out); err != nil {
+					// What is inside is new, or moved in from the base
+					// (renamed): compared with no base directory.
+					if err := walk(e, p, "", false); err != nil {
 						return err
 					}
 				}
 			case isNew:
+				if e.HasOrigin {
+					readers = append(readers, reader{p, e.Origin})
+				}
 				out = append(out, Change{Op: Added, Path: p, Type: e.Type, Size: e.Size})
 				if e.Type == snapshot.TypeDir {
-					if err := w.added(ctx, e, p, links, &out); err != nil {
+					// What is inside is new, or moved in from the base
+					// (renamed): compared with no base directory.
+					if err := walk(e, p, "", false); err != nil {
 						return err
 					}
 				}
 			case !hasOrigin || e.Origin != baseLoc:
+				readers = append(readers, reader{p, e.Origin})
 				out = append(out, Change{Op: Renamed, Path: p, From: e.Origin, Type: e.Type, Size: e.Size, OldSize: w.hostSize(ctx, e),
 					Edited: e.Modified && (e.Type != snapshot.TypeDir || w.attrsDiffer(ctx, e))})
 				if e.Type == snapshot.TypeDir {
@@ -421,7 +496,7 @@ func (w *Workspace) hostDiff(ctx context.Context, live snapshot.Commit) ([]Chang
 			}
 		}
 		for _, h := range hs {
-			if !names[h.Name] {
+			if !names[h.Name] && !moved[joinPath(origin, h.Name)] {
 				c := Change{Op: Deleted, Path: joinPath(path, h.Name), Type: h.Type}
 				if h.Type != snapshot.TypeDir {
 					c.Size = hostEntry(joinPath(origin, h.Name)).Size
@@ -435,7 +510,7 @@ func (w *Workspace) hostDiff(ctx context.Context, live snapshot.Commit) ([]Chang
 		return nil
 	}
 	if err := walk(rootEntry(live.Root), "", "", live.Root.HasOrigin); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// A rename's source shows as deleted in its directory: say it once.
 	from := map[string]bool{}
@@ -445,7 +520,7 @@ func (w *Workspace) hostDiff(ctx context.Context, live snapshot.Commit) ([]Chang
 		}
 	}
 	out = slices.DeleteFunc(out, func(c Change) bool { return c.Op == Deleted && from[c.basePath()] })
-	return out, nil
+	return out, readers, nil
 }
 
 // attrsDiffer reports whether directory e's attributes differ from its
@@ -476,32 +551,6 @@ func (w *Workspace) hostSize(ctx context.Context, e snapshot.Entry) uint64 {
 		return e.OriginSize
 	}
 	return h.Size
-}
-
-// added lists the contents of an added directory as added.
-func (w *Workspace) added(ctx context.Context, dir snapshot.Entry, path string, links snapshot.LinkTable, out *[]Change) error {
-	if dir.Tree.IsZero() {
-		return nil
-	}
-	entries, err := w.repo.ReadTree(ctx, dir.Tree)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if e.LinkID != 0 {
-			if e, err = links.Resolve(e); err != nil {
-				return err
-			}
-		}
-		p := joinPath(path, e.Name)
-		*out = append(*out, Change{Op: Added, Path: p, Type: e.Type, Size: e.Size})
-		if e.Type == snapshot.TypeDir {
-			if err := w.added(ctx, e, p, links, out); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 func sameHostAttrs(e, h snapshot.Entry) bool {
@@ -587,7 +636,10 @@ func (w *Workspace) baseRoot(ctx context.Context, head snapshot.Commit) (snapsho
 
 // revertTarget is one path to revert: the workspace's entry at Live takes
 // the base's entry at Base again (or goes away if the base has none).
-type revertTarget struct{ Live, Base string }
+type revertTarget struct {
+	Live, Base string
+	Remove     bool // the entry goes, whatever the base has at Base
+}
 
 // discardTargets are the paths that undo changes: each change's path
 // takes its base entry again, and a rename's source is restored where it
@@ -619,10 +671,12 @@ func discardTargets(picked, all []Change) []revertTarget {
 	var out []revertTarget
 	for _, c := range picked {
 		if c.Op == Renamed {
-			out = append(out, revertTarget{c.Path, move(c.Path, path, from)}, revertTarget{move(c.From, from, path), c.From})
+			out = append(out, revertTarget{Live: c.Path, Base: move(c.Path, path, from)}, revertTarget{Live: move(c.From, from, path), Base: c.From})
 			continue
 		}
-		out = append(out, revertTarget{c.Path, c.basePath()})
+		// An addition goes (also where the base's entry was renamed away:
+		// the rename still holds it).
+		out = append(out, revertTarget{Live: c.Path, Base: c.basePath(), Remove: c.Op == Added})
 	}
 	return out
 }
@@ -633,9 +687,9 @@ func discardTargets(picked, all []Change) []revertTarget {
 func commitTargets(picked []Change) []revertTarget {
 	var out []revertTarget
 	for _, c := range picked {
-		out = append(out, revertTarget{c.Path, c.Path})
+		out = append(out, revertTarget{Live: c.Path, Base: c.Path})
 		if c.Op == Renamed {
-			out = append(out, revertTarget{c.From, c.From})
+			out = append(out, revertTarget{Live: c.From, Base: c.From})
 		}
 	}
 	return out
@@ -681,13 +735,15 @@ func (w *Workspace) revert(ctx context.Context, head snapshot.Commit, targets []
 			continue
 		}
 		done[t.Live] = true
-		be, ok, err := w.baseEntry(ctx, baseTree, t.Base)
-		if err != nil {
-			return snapshot.RootDir{}, nil, err
-		}
 		var e *snapshot.Entry
-		if ok {
-			e = &be
+		if !t.Remove {
+			be, ok, err := w.baseEntry(ctx, baseTree, t.Base)
+			if err != nil {
+				return snapshot.RootDir{}, nil, err
+			}
+			if ok {
+				e = &be
+			}
 		}
 		if root, err = s.replace(ctx, root, t.Live, e); err != nil {
 			return snapshot.RootDir{}, nil, err
@@ -748,7 +804,7 @@ func (w *Workspace) baseEntry(ctx context.Context, baseTree snapshot.TreeRoot, p
 // never overwrites or deletes the host's own changes unasked.
 // snapshotName, if set, names the new base commit (commit bases only).
 func (w *Workspace) Commit(ctx context.Context, paths []string, message, snapshotName string, force bool) (CommitResult, error) {
-	changes, err := w.Diff(ctx)
+	changes, readers, err := w.diff(ctx)
 	if err != nil {
 		return CommitResult{}, err
 	}
@@ -763,6 +819,9 @@ func (w *Workspace) Commit(ctx context.Context, paths []string, message, snapsho
 		return res, nil
 	}
 	if err := checkParents(picked, changes); err != nil {
+		return CommitResult{Pending: len(changes)}, err
+	}
+	if err := checkReaders(picked, paths, readers); err != nil {
 		return CommitResult{Pending: len(changes)}, err
 	}
 	if w.host != nil {
@@ -833,6 +892,29 @@ func checkParents(picked, all []Change) error {
 	return nil
 }
 
+// checkReaders refuses a commit to a host directory that changes a host
+// entry which a change left pending still reads through to: the pending
+// change would see the host's new state (or nothing) instead of the base.
+func checkReaders(picked []Change, paths []string, readers []reader) error {
+	overlaps := func(a, b string) bool {
+		return a == b || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
+	}
+	for _, r := range readers {
+		if selected(r.live, paths) {
+			continue // committed too
+		}
+		for _, c := range picked {
+			for _, p := range []string{c.Path, c.basePath()} {
+				if overlaps(p, r.origin) {
+					return fmt.Errorf("%s reads %s of the host directory, which committing %s changes: commit %s as well, or discard it: %w",
+						r.live, r.origin, c.Path, r.live, ErrEntangled)
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // commitToBase writes the changes as a commit of the base branch and moves
 // the workspace's base to it.
 func (w *Workspace) commitToBase(ctx context.Context, picked []Change, all bool, message string, force bool) (snapshot.CommitID, error) {
@@ -867,7 +949,14 @@ func (w *Workspace) commitToBase(ctx context.Context, picked []Change, all bool,
 			s := newSurgeon(w.repo, nil, links, src)
 			root := rootEntry(bhead.Root)
 			liveTree := snapshot.CommitTree(head)
+			// A path put in place brings its whole subtree: the changes
+			// below it are done with it.
+			done := map[string]bool{}
 			for _, c := range picked {
+				if underAny(c.Path, done) {
+					continue
+				}
+				done[c.Path] = true
 				var e *snapshot.Entry
 				if c.Op != Deleted {
 					le, err := w.repo.LookupPath(ctx, liveTree, c.Path)

@@ -101,6 +101,7 @@ const (
 	codeConflict     = "conflict"
 	codeNeedParent   = "need_parent"
 	codeBaseMismatch = "base_mismatch"
+	codeEntangled    = "entangled"
 )
 
 func (s *Server) virtual(w http.ResponseWriter) (VirtualBackend, bool) {
@@ -220,6 +221,7 @@ var virtualCodes = map[string]error{
 	codeConflict:     overlay.ErrConflict,
 	codeNeedParent:   overlay.ErrNeedParent,
 	codeBaseMismatch: overlay.ErrBaseMismatch,
+	codeEntangled:    overlay.ErrEntangled,
 }
 
 // virtualError rebuilds a virtual mount's error from its reply, or returns
