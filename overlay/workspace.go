@@ -428,10 +428,12 @@ func (w *Workspace) hostDiff(ctx context.Context, live snapshot.Commit) ([]Chang
 			}
 			baseLoc := joinPath(origin, e.Name)
 			ht, replaced := inBase[e.Name]
-			replaced = replaced && !moved[baseLoc]
 			// A new entry, or a new name of a base file (a hard link: its
 			// names share the origin, and none of them is a rename).
 			isNew := !e.HasOrigin || linked && e.Origin != baseLoc
+			if isNew && moved[baseLoc] {
+				replaced = false // the base's entry lives on elsewhere
+			}
 			from := ""
 			switch {
 			case isNew && replaced && baseLoc != p:
