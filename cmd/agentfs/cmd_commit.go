@@ -35,6 +35,11 @@ created or last committed is refused, naming the paths, unless --force (the
 workspace's version wins); discard such changes to see the host's version.
 Hard links are written as separate files.
 
+A path inside a directory that is new or renamed in the workspace commits only
+with that directory; over a host directory, a partial commit that would change
+what a pending change still reads (a pending rename's source, the file of a hard
+link made in the workspace) is refused too. The error names what to add.
+
 PATHS are relative to the mount's root, or paths inside the mount.`,
 		Example: `  agentfs commit ./ws -m "fix the parser"
   agentfs commit ./ws src/parser.go src/lexer.go
