@@ -48,13 +48,11 @@ PATHS are relative to the mount's root, or paths inside the mount.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			cl, err := control.Find(ctx, args[0])
+			cl, paths, err := findWorkspace(ctx, args)
 			if err != nil {
 				return err
 			}
-			if req.Paths, err = workspacePaths(cl.MountPoint(), args[1:]); err != nil {
-				return err
-			}
+			req.Paths = paths
 			res, err := cl.Commit(ctx, req)
 			if errors.Is(err, overlay.ErrConflict) {
 				return fmt.Errorf("commit %s: %w\n(see the changes with `agentfs diff %s`; --force commits them anyway)", cl.MountPoint(), err, cl.MountPoint())

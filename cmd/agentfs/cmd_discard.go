@@ -29,11 +29,7 @@ PATHS are relative to the mount's root, or paths inside the mount.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			cl, err := control.Find(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			paths, err := workspacePaths(cl.MountPoint(), args[1:])
+			cl, paths, err := findWorkspace(ctx, args)
 			if err != nil {
 				return err
 			}
