@@ -1,14 +1,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"os/exec"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/spf13/cobra"
+
+	"github.com/agentfs/agentfs/internal/loopback"
 )
 
 func init() { subcommands = append(subcommands, newLoopbackCmd) }
@@ -38,10 +38,6 @@ If MNT is busy at shutdown, it is unmounted lazily and the command fails.`,
 		Args:   cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, mnt := args[0], args[1]
-			root, err := fs.NewLoopbackRoot(src)
-			if err != nil {
-				return fmt.Errorf("loopback: source %s: %w", src, err)
-			}
 			opts := &fs.Options{
 				MountOptions: fuse.MountOptions{
 					AllowOther: allowOther,
@@ -53,22 +49,9 @@ If MNT is busy at shutdown, it is unmounted lazily and the command fails.`,
 				EntryTimeout:    &entryTTL,
 				NegativeTimeout: &negTTL,
 			}
-			server, err := fs.Mount(mnt, root, opts)
-			if err != nil {
-				return fmt.Errorf("loopback: mount %s on %s: %w (is fuse3 installed and /dev/fuse usable? see scripts/setup-fuse.sh)", src, mnt, err)
-			}
-			_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "agentfs loopback: serving %s on %s\n", src, mnt) // informational
-			done := make(chan struct{})
-			go func() {
-				server.Wait()
-				close(done)
-			}()
-			select {
-			case <-done:
-				return fmt.Errorf("loopback: %s was unmounted from outside", mnt)
-			case <-cmd.Context().Done():
-			}
-			return unmountLoopback(server, mnt, done)
+			return loopback.Serve(cmd.Context(), src, mnt, opts, func() {
+				_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "agentfs loopback: serving %s on %s\n", src, mnt) // informational
+			})
 		},
 	}
 	f := c.Flags()
@@ -78,19 +61,4 @@ If MNT is busy at shutdown, it is unmounted lazily and the command fails.`,
 	f.DurationVar(&entryTTL, "entry-timeout", time.Second, "how long the kernel caches name lookups")
 	f.DurationVar(&negTTL, "negative-timeout", 0, "how long the kernel caches failed lookups")
 	return c
-}
-
-// unmountLoopback unmounts mnt, retrying while it is busy for up to five
-// seconds, then detaches it lazily and reports the failure.
-func unmountLoopback(server *fuse.Server, mnt string, done <-chan struct{}) error {
-	var err error
-	for range 50 {
-		if err = server.Unmount(); err == nil {
-			<-done
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	lerr := exec.Command("fusermount3", "-u", "-z", mnt).Run()
-	return errors.Join(fmt.Errorf("loopback: unmount %s (busy for 5s; detached lazily): %w", mnt, err), lerr)
 }

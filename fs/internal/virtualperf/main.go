@@ -41,6 +41,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentfs/agentfs/fs/control"
+	"github.com/agentfs/agentfs/internal/loopback"
 )
 
 func main() {
@@ -158,33 +159,16 @@ func (p *perf) loopback(src, mnt string) error {
 }
 
 // serveLoopback serves go-fuse's loopback of src on mnt, without FUSE
-// passthrough, with 1s entry and attribute timeouts, until SIGTERM.
+// passthrough, with 1s entry and attribute timeouts, until SIGTERM or
+// SIGINT (see loopback.Serve).
 func serveLoopback(src, mnt string) error {
-	root, err := gofs.NewLoopbackRoot(src)
-	if err != nil {
-		return err
-	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	sec := time.Second
-	srv, err := gofs.Mount(mnt, root, &gofs.Options{
+	return loopback.Serve(ctx, src, mnt, &gofs.Options{
 		MountOptions: fuse.MountOptions{FsName: src, Name: "loopback", DisabledCapabilities: fuse.CAP_PASSTHROUGH},
 		AttrTimeout:  &sec, EntryTimeout: &sec,
-	})
-	if err != nil {
-		return err
-	}
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ch
-		for range 50 {
-			if srv.Unmount() == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
-	srv.Wait()
-	return nil
+	}, nil)
 }
 
 // fill writes n files of size bytes (distinct contents) into dir/name-i,
