@@ -86,21 +86,38 @@ func split(path string) (string, string) {
 	return "", path
 }
 
-// ReadDir lists the directory at path, sorted by name.
-func (h *HostDir) ReadDir(ctx context.Context, path string) ([]snapshot.Entry, error) {
+// listDir opens the directory at path beneath the root for reading,
+// without updating its access time where the process may (O_NOATIME needs
+// the file's owner or CAP_FOWNER), and lists it with list. It returns the
+// directory, still open for the caller to close, and what list returned.
+// An error opening it is openBeneath's; an error of list is wrapped with
+// path and the host directory, and the directory is closed.
+func listDir[T any](h *HostDir, path string, list func(*os.File) (T, error)) (*os.File, T, error) {
+	var none T
 	fd, err := h.openBeneath(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOATIME)
 	if errors.Is(err, unix.EPERM) {
 		fd, err = h.openBeneath(path, unix.O_RDONLY|unix.O_DIRECTORY)
 	}
 	if err != nil {
-		return nil, err
+		return nil, none, err
 	}
 	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
+	got, err := list(f)
 	if err != nil {
-		return nil, fmt.Errorf("list %s in host directory %s: %w", path, h.root, err)
+		_ = f.Close()
+		return nil, none, fmt.Errorf("list %s in host directory %s: %w", path, h.root, err)
 	}
+	return f, got, nil
+}
+
+// ReadDir lists the directory at path, sorted by name.
+func (h *HostDir) ReadDir(ctx context.Context, path string) ([]snapshot.Entry, error) {
+	dir, names, err := listDir(h, path, func(f *os.File) ([]string, error) { return f.Readdirnames(-1) })
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	fd := int(dir.Fd())
 	sort.Strings(names)
 	out := make([]snapshot.Entry, 0, len(names))
 	for _, name := range names {
@@ -133,19 +150,11 @@ type HostName struct {
 // its listing costs (no stat per entry, where the filesystem reports
 // types in its listing): for comparing which entries a directory has.
 func (h *HostDir) Names(ctx context.Context, path string) ([]HostName, error) {
-	fd, err := h.openBeneath(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOATIME)
-	if errors.Is(err, unix.EPERM) {
-		fd, err = h.openBeneath(path, unix.O_RDONLY|unix.O_DIRECTORY)
-	}
+	dir, des, err := listDir(h, path, func(f *os.File) ([]os.DirEntry, error) { return f.ReadDir(-1) })
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	des, err := f.ReadDir(-1)
-	if err != nil {
-		return nil, fmt.Errorf("list %s in host directory %s: %w", path, h.root, err)
-	}
+	defer dir.Close()
 	out := make([]HostName, 0, len(des))
 	for _, de := range des {
 		if path == "" && strings.HasPrefix(de.Name(), stagePrefix) {
@@ -185,15 +194,7 @@ func unixType(m os.FileMode) uint32 {
 
 // Stat returns the attributes of path.
 func (h *HostDir) Stat(ctx context.Context, path string) (snapshot.Entry, error) {
-	if path == "" {
-		fd, err := h.openBeneath("", unix.O_PATH|unix.O_DIRECTORY)
-		if err != nil {
-			return snapshot.Entry{}, err
-		}
-		defer func() { _ = unix.Close(fd) }()
-		return h.statAt(fd, "")
-	}
-	dir, name := split(path)
+	dir, name := split(path) // "" (the root) gives "", "": the root itself
 	fd, err := h.openBeneath(dir, unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return snapshot.Entry{}, err
