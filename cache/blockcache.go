@@ -36,7 +36,7 @@ func newBlockCache(v *Volume) *blockCache {
 // load rebuilds the accounting from the presence records.
 func (c *blockCache) load() error {
 	bs := int64(c.v.chunkSize)
-	return c.v.db.View(func(txn *badger.Txn) error {
+	return c.v.db.View(func(txn *ktxn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pPresence}, PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -166,7 +166,7 @@ func (c *blockCache) evict() {
 func (c *blockCache) evictIno(ino uint64) error {
 	var rec *inode
 	var present []uint64
-	err := c.v.db.View(func(txn *badger.Txn) error {
+	err := c.v.db.View(func(txn *ktxn) error {
 		r, err := readInode(txn, ino)
 		if err != nil {
 			return err
@@ -187,7 +187,7 @@ func (c *blockCache) evictIno(ino uint64) error {
 	}
 	path := c.v.dataPath(ino)
 	if rec.Inline {
-		err := c.v.db.Update(func(txn *badger.Txn) error {
+		err := c.v.db.Update(func(txn *ktxn) error {
 			if !rec.isDirty(0) {
 				if err := txn.Delete(key64(pInline, ino)); err != nil {
 					return err
@@ -222,7 +222,7 @@ func (c *blockCache) evictIno(ino uint64) error {
 			return err
 		}
 	}
-	if err := c.v.db.Update(func(txn *badger.Txn) error { return txn.Delete(key64(pPresence, ino)) }); err != nil {
+	if err := c.v.db.Update(func(txn *ktxn) error { return txn.Delete(key64(pPresence, ino)) }); err != nil {
 		return err
 	}
 	c.drop(ino)

@@ -361,8 +361,12 @@ func (v *Volume) checkpointLocked(ctx context.Context, kind, message string) (er
 		return err
 	}
 
-	// D: record what the commit covers.
-	return v.apply(c, res, up)
+	// D: record what the commit covers, in Badger before returning: a
+	// restart must not find the commit's changes still marked as work.
+	if err := v.apply(c, res, up); err != nil {
+		return err
+	}
+	return v.db.Flush()
 }
 
 // dirtyFiles lists the files with dirty blocks.
@@ -417,7 +421,7 @@ func (v *Volume) captureFile(up *uploader, ino uint64, frozen bool) error {
 	}
 	// Frozen and not open: nobody can write it; read its bytes directly.
 	var tmp *node
-	err := v.db.View(func(txn *badger.Txn) error {
+	err := v.db.View(func(txn *ktxn) error {
 		var err error
 		tmp, err = v.loadNode(txn, ino)
 		return err
@@ -558,7 +562,7 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 	for dir := range v.dirty.dirMarks() {
 		todo[dir] = true
 	}
-	err = v.db.View(func(txn *badger.Txn) error {
+	err = v.db.View(func(txn *ktxn) error {
 		for _, ino := range files {
 			r, err := v.recOf(txn, ino)
 			if errors.Is(err, ErrNotFound) {
@@ -586,7 +590,7 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 	}
 	depth := map[uint64]int{}
 	var recs map[uint64]*inode
-	err = v.db.View(func(txn *badger.Txn) error {
+	err = v.db.View(func(txn *ktxn) error {
 		recs = map[uint64]*inode{}
 		var walk func(ino uint64) (int, error)
 		walk = func(ino uint64) (int, error) {
@@ -633,7 +637,7 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 	}
 	if len(order) == 0 {
 		order = append(order, RootIno)
-		if err := v.db.View(func(txn *badger.Txn) error {
+		if err := v.db.View(func(txn *ktxn) error {
 			r, err := readInode(txn, RootIno)
 			recs[RootIno] = r
 			return err
@@ -647,7 +651,7 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 		}
 		return order[i] < order[j]
 	})
-	err = v.db.View(func(txn *badger.Txn) error {
+	err = v.db.View(func(txn *ktxn) error {
 		for _, ino := range order {
 			bd, err := v.buildDir(txn, up, recs[ino], res.dirs)
 			if err != nil {
@@ -679,7 +683,7 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 
 // recOf returns the current record of ino: an open file's in-memory one or
 // the stored one. Caller holds v.mu.
-func (v *Volume) recOf(txn *badger.Txn, ino uint64) (*inode, error) {
+func (v *Volume) recOf(txn *ktxn, ino uint64) (*inode, error) {
 	if n := v.lookupNode(ino); n != nil {
 		n.mu.RLock()
 		defer n.mu.RUnlock()
@@ -724,7 +728,7 @@ func (v *Volume) fileEntry(r *inode, name string, up *uploader) (snapshot.Entry,
 }
 
 // buildDir encodes the tree of directory r.
-func (v *Volume) buildDir(txn *badger.Txn, up *uploader, r *inode, built map[uint64]builtDir) (builtDir, error) {
+func (v *Volume) buildDir(txn *ktxn, up *uploader, r *inode, built map[uint64]builtDir) (builtDir, error) {
 	var entries []snapshot.Entry
 	var bd builtDir
 	if !r.Loaded {
@@ -801,7 +805,7 @@ func (v *Volume) buildDir(txn *badger.Txn, up *uploader, r *inode, built map[uin
 }
 
 // buildLinkTable encodes the link table from the hard-link groups.
-func (v *Volume) buildLinkTable(txn *badger.Txn, up *uploader) (*snapshot.BlobRef, error) {
+func (v *Volume) buildLinkTable(txn *ktxn, up *uploader) (*snapshot.BlobRef, error) {
 	var entries []snapshot.Entry
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pLink}, PrefetchValues: true})
 	defer it.Close()
@@ -940,7 +944,7 @@ func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *uploader) error
 	}
 	// The directories' new trees; marks the commit covers are cleared in
 	// the same transaction as the tree they describe.
-	err := v.db.View(func(txn *badger.Txn) error {
+	err := v.db.View(func(txn *ktxn) error {
 		for ino, bd := range res.dirs {
 			r, err := readInode(txn, ino)
 			if errors.Is(err, ErrNotFound) {
@@ -952,7 +956,7 @@ func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *uploader) error
 			r.Tree, r.SubFiles, r.SubBytes = bd.ref, bd.subFiles, bd.subBytes
 			rec := encodeInode(r)
 			done := covered(ino)
-			wb.op(func(t *badger.Txn) error {
+			wb.op(func(t *ktxn) error {
 				if err := t.Set(key64(pInode, ino), rec); err != nil {
 					return err
 				}
@@ -969,14 +973,14 @@ func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *uploader) error
 		return err
 	}
 	if res.linkTable && covered(linkTableDir) {
-		wb.op(func(t *badger.Txn) error { return clearMark(t, d, linkTableDir) })
+		wb.op(func(t *ktxn) error { return clearMark(t, d, linkTableDir) })
 	}
 	v.stateMu.Lock()
 	v.state.Seq = c.ID.Seq
 	v.state.Links = c.Links
 	st := v.state
 	v.stateMu.Unlock()
-	wb.op(func(t *badger.Txn) error { return v.saveState(t, st) })
+	wb.op(func(t *ktxn) error { return v.saveState(t, st) })
 	if err := wb.flush(); err != nil {
 		return err
 	}
@@ -998,7 +1002,7 @@ func (v *Volume) applyFile(wb *batch, d *delta, ino uint64, blocks []uint64, up 
 			present[b] = true
 		}
 	} else {
-		err := v.db.View(func(txn *badger.Txn) error {
+		err := v.db.View(func(txn *ktxn) error {
 			var err error
 			if r, err = readInode(txn, ino); err != nil {
 				return err
@@ -1044,7 +1048,7 @@ func (v *Volume) applyFile(wb *batch, d *delta, ino uint64, blocks []uint64, up 
 	}
 	rec := encodeInode(r)
 	pres := encodePresence(present)
-	write := func(t *badger.Txn, d *delta) error {
+	write := func(t *ktxn, d *delta) error {
 		if err := t.Set(key64(pInode, ino), rec); err != nil {
 			return err
 		}
@@ -1067,7 +1071,7 @@ func (v *Volume) applyFile(wb *batch, d *delta, ino uint64, blocks []uint64, up 
 		n.present = present
 		n.presenceDirty = false
 	} else {
-		wb.op(func(t *badger.Txn) error { return write(t, d) })
+		wb.op(func(t *ktxn) error { return write(t, d) })
 	}
 	for _, b := range blocks {
 		if !r.isDirty(b) {

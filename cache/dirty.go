@@ -109,12 +109,12 @@ func (s *dirtySet) any() bool {
 
 // load reads the marks and the dirty-file index from the database and
 // returns the highest mark sequence.
-func (s *dirtySet) load(db *badger.DB) (uint64, error) {
+func (s *dirtySet) load(db *kv) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dirs, s.files = map[uint64]uint64{}, map[uint64]bool{}
 	var maxSeq uint64
-	err := db.View(func(txn *badger.Txn) error {
+	err := db.View(func(txn *ktxn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pTreeMark}, PrefetchValues: true})
 		for it.Rewind(); it.Valid(); it.Next() {
 			dir := u64(it.Item().Key()[1:])
@@ -144,11 +144,11 @@ func (s *dirtySet) reset() {
 // update runs fn in a read-write transaction and, once it commits, applies
 // the dirty-set changes fn recorded. markMu orders it against the
 // checkpoint's clearing of marks.
-func (v *Volume) update(fn func(txn *badger.Txn, d *delta) error) error {
+func (v *Volume) update(fn func(txn *ktxn, d *delta) error) error {
 	v.markMu.Lock()
 	defer v.markMu.Unlock()
 	d := &delta{}
-	if err := v.db.Update(func(txn *badger.Txn) error { return fn(txn, d) }); err != nil {
+	if err := v.db.Update(func(txn *ktxn) error { return fn(txn, d) }); err != nil {
 		return err
 	}
 	v.dirty.apply(d)
@@ -156,7 +156,7 @@ func (v *Volume) update(fn func(txn *badger.Txn, d *delta) error) error {
 }
 
 // setMark writes a tree mark for dir in txn.
-func (v *Volume) setMark(txn *badger.Txn, d *delta, dir uint64) error {
+func (v *Volume) setMark(txn *ktxn, d *delta, dir uint64) error {
 	seq := v.seq.Add(1)
 	if err := txn.Set(key64(pTreeMark, dir), put64(seq)); err != nil {
 		return err
@@ -166,7 +166,7 @@ func (v *Volume) setMark(txn *badger.Txn, d *delta, dir uint64) error {
 }
 
 // setFileDirty records in txn whether file ino has dirty blocks.
-func setFileDirty(txn *badger.Txn, d *delta, ino uint64, dirty bool) error {
+func setFileDirty(txn *ktxn, d *delta, ino uint64, dirty bool) error {
 	var err error
 	if dirty {
 		err = txn.Set(key64(pDirtyF, ino), nil)
@@ -180,7 +180,7 @@ func setFileDirty(txn *badger.Txn, d *delta, ino uint64, dirty bool) error {
 }
 
 // clearMark deletes dir's mark in txn.
-func clearMark(txn *badger.Txn, d *delta, dir uint64) error {
+func clearMark(txn *ktxn, d *delta, dir uint64) error {
 	if err := txn.Delete(key64(pTreeMark, dir)); err != nil {
 		return err
 	}

@@ -3,7 +3,8 @@
 // without a kernel mount.
 //
 // It owns, in a cache directory:
-//   - a Badger database with the live namespace: inode records (attributes,
+//   - a Badger database, behind an in-memory write-behind layer and read
+//     cache (kv.go), with the live namespace: inode records (attributes,
 //     chunk maps, dirty blocks), dentries, the set of directories whose
 //     trees must be rewritten, hard-link groups, and the volume's state (the
 //     branch and the commit the namespace derives from);
@@ -22,6 +23,7 @@
 //
 // Lock order: Volume.cpMu (checkpoints) → Volume.mu (namespace) → node.mu
 // (one file's data state) → Volume.markMu (transactions that write tree
-// marks). Volume.nodesMu, stateMu, the dirty set's and the block cache's
-// mutexes are leaves: nothing else is acquired while one is held.
+// marks) → the cache database's own locks (kv.flushMu → kv.mu → kv.rcMu).
+// Volume.nodesMu, stateMu, the dirty set's and the block cache's mutexes
+// are leaves: nothing else is acquired while one is held.
 package cache

@@ -77,7 +77,7 @@ func (v *Volume) dataPath(ino uint64) string {
 
 // loadNode reads the state of regular file ino from the database into a
 // new node that is not registered.
-func (v *Volume) loadNode(txn *badger.Txn, ino uint64) (*node, error) {
+func (v *Volume) loadNode(txn *ktxn, ino uint64) (*node, error) {
 	r, err := readInode(txn, ino)
 	if err != nil {
 		return nil, err
@@ -135,7 +135,7 @@ func (v *Volume) refreshOrigin(n *node) error {
 	n.present = map[uint64]bool{}
 	n.inline = nil
 	_ = os.Remove(v.dataPath(n.ino)) // copies of the old host bytes
-	return v.update(func(txn *badger.Txn, d *delta) error {
+	return v.update(func(txn *ktxn, d *delta) error {
 		if err := v.writeFileRec(txn, d, r, false); err != nil {
 			return err
 		}
@@ -153,7 +153,7 @@ func (v *Volume) lowerStat(path string) (snapshot.Entry, bool) {
 }
 
 // getValue returns a copy of the value of key, or false if it is absent.
-func getValue(txn *badger.Txn, key []byte) ([]byte, bool, error) {
+func getValue(txn *ktxn, key []byte) ([]byte, bool, error) {
 	it, err := txn.Get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, false, nil
@@ -178,7 +178,7 @@ func (v *Volume) acquireNode(ino uint64) (*node, error) {
 	}
 	v.nodesMu.Unlock()
 	var n *node
-	err := v.db.View(func(txn *badger.Txn) error {
+	err := v.db.View(func(txn *ktxn) error {
 		var err error
 		n, err = v.loadNode(txn, ino)
 		return err
@@ -224,7 +224,7 @@ func (v *Volume) releaseNode(n *node) error {
 	v.nodesMu.Unlock()
 	if orphan {
 		v.mu.Lock()
-		derr := v.update(func(txn *badger.Txn, d *delta) error {
+		derr := v.update(func(txn *ktxn, d *delta) error {
 			for _, p := range []byte{pInode, pOrphan, pPresence, pInline} {
 				if err := txn.Delete(key64(p, n.ino)); err != nil {
 					return err
@@ -281,7 +281,7 @@ func (n *node) file(create bool) (*os.File, error) {
 // persistTxn writes n's in-memory changes in txn: the record (marking the
 // tree that holds its entry), inline bytes, presence. Caller holds n.mu and
 // calls persisted after the transaction commits.
-func (v *Volume) persistTxn(txn *badger.Txn, d *delta, n *node) error {
+func (v *Volume) persistTxn(txn *ktxn, d *delta, n *node) error {
 	if n.rec.Nlink == 0 {
 		if _, err := txn.Get(key64(pInode, n.ino)); errors.Is(err, badger.ErrKeyNotFound) {
 			return nil // deleted meanwhile: nothing of it is kept
@@ -322,7 +322,7 @@ func (v *Volume) persistNode(n *node) error {
 	if !n.memDirty && !n.presenceDirty && !n.inlineDirty {
 		return nil
 	}
-	if err := v.update(func(txn *badger.Txn, d *delta) error { return v.persistTxn(txn, d, n) }); err != nil {
+	if err := v.update(func(txn *ktxn, d *delta) error { return v.persistTxn(txn, d, n) }); err != nil {
 		return fmt.Errorf("persist inode %d: %w", n.ino, err)
 	}
 	n.persisted()
@@ -331,7 +331,7 @@ func (v *Volume) persistNode(n *node) error {
 
 // writeFileRec stores file record r with its dirty-file index and, if mark,
 // marks the tree holding its entry.
-func (v *Volume) writeFileRec(txn *badger.Txn, d *delta, r *inode, mark bool) error {
+func (v *Volume) writeFileRec(txn *ktxn, d *delta, r *inode, mark bool) error {
 	if r.Nlink == 0 {
 		if _, err := txn.Get(key64(pInode, r.Ino)); errors.Is(err, badger.ErrKeyNotFound) {
 			return nil // deleted meanwhile
@@ -797,8 +797,8 @@ func (v *Volume) dirtyBlock(n *node, b uint64) {
 //
 // Inline files change in memory only (persisted with their record at
 // close, fsync or checkpoint). For data files, a block's dirty mark is
-// persisted before its first byte lands, so a crash never leaves local
-// bytes that nothing records.
+// in Badger (flushed through the write-behind layer) before its first byte
+// lands, so a crash never leaves local bytes that nothing records.
 func (v *Volume) writeLocked(n *node, data []byte, off, first, last uint64) error {
 	end := off + uint64(len(data))
 	if n.rec.Inline && end > v.inlineMax {
@@ -831,8 +831,14 @@ func (v *Volume) writeLocked(n *node, data []byte, off, first, last uint64) erro
 		if fresh {
 			n.rec.Size = max(n.rec.Size, end)
 			n.rec.Mtime, n.rec.Ctime = now, now
-			if err := v.update(func(txn *badger.Txn, d *delta) error { return v.persistTxn(txn, d, n) }); err != nil {
+			if err := v.update(func(txn *ktxn, d *delta) error { return v.persistTxn(txn, d, n) }); err != nil {
 				return fmt.Errorf("cache database: %w", err)
+			}
+			// In Badger, not just committed: reads of holes rely on
+			// zeros in the data file, so no byte may land that a crash
+			// could leave unrecorded.
+			if err := v.db.Flush(); err != nil {
+				return err
 			}
 			n.persisted()
 		}
@@ -876,7 +882,7 @@ func (v *Volume) migrate(n *node) error {
 	}
 	n.rec.Inline = false
 	n.memDirty = true
-	err = v.update(func(txn *badger.Txn, d *delta) error {
+	err = v.update(func(txn *ktxn, d *delta) error {
 		if err := v.persistTxn(txn, d, n); err != nil {
 			return err
 		}
@@ -984,7 +990,7 @@ func (v *Volume) truncateLocked(n *node, size uint64) error {
 	n.rec.Size = size
 	n.rec.Mtime, n.rec.Ctime = now, now
 	n.memDirty = true
-	if err := v.update(func(txn *badger.Txn, d *delta) error { return v.persistTxn(txn, d, n) }); err != nil {
+	if err := v.update(func(txn *ktxn, d *delta) error { return v.persistTxn(txn, d, n) }); err != nil {
 		return fmt.Errorf("cache database: %w", err)
 	}
 	n.persisted()
@@ -1025,8 +1031,11 @@ func (v *Volume) Fsync(ctx context.Context, ino uint64, dataOnly bool) error {
 	return nil
 }
 
-// dropData removes the data file of a deleted inode.
+// dropData removes the data file of a deleted inode, once the deletion
+// (committed before the call) is in the cache database: until then a crash
+// would bring the inode back, and it needs its data.
 func (v *Volume) dropData(ino uint64) {
-	_ = os.Remove(v.dataPath(ino))
 	v.blocks.drop(ino)
+	path := v.dataPath(ino)
+	v.db.afterFlush(func() { _ = os.Remove(path) })
 }

@@ -18,7 +18,7 @@ import (
 func (v *Volume) loadDir(ctx context.Context, ino uint64) error {
 	v.mu.RLock()
 	var rec *inode
-	err := v.db.View(func(txn *badger.Txn) error {
+	err := v.db.View(func(txn *ktxn) error {
 		var err error
 		rec, err = readInode(txn, ino)
 		return err
@@ -83,7 +83,8 @@ func (v *Volume) installDir(ino uint64, tree snapshot.BlobRef, entries []snapsho
 	defer v.mu.Unlock()
 	var rec *inode
 	var stale []uint64
-	err := v.db.View(func(txn *badger.Txn) error {
+	var staleKeys [][]byte
+	err := v.db.View(func(txn *ktxn) error {
 		var err error
 		if rec, err = readInode(txn, ino); err != nil {
 			return err
@@ -91,6 +92,7 @@ func (v *Volume) installDir(ino uint64, tree snapshot.BlobRef, entries []snapsho
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: dentryPrefix(ino), PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
+			staleKeys = append(staleKeys, it.Item().KeyCopy(nil))
 			_ = it.Item().Value(func(b []byte) error { stale = append(stale, u64(b)); return nil })
 		}
 		return nil
@@ -114,8 +116,8 @@ func (v *Volume) installDir(ino uint64, tree snapshot.BlobRef, entries []snapsho
 	}
 	wb := newBatch(v.db)
 	if len(stale) > 0 {
-		if err := v.db.DropPrefix(dentryPrefix(ino)); err != nil {
-			return err
+		for _, k := range staleKeys {
+			wb.del(k)
 		}
 		for _, c := range stale {
 			if r, err := v.peekInode(c); err == nil && r.Parent == ino && r.LinkID == 0 {
@@ -124,7 +126,7 @@ func (v *Volume) installDir(ino uint64, tree snapshot.BlobRef, entries []snapsho
 		}
 	}
 	links := map[uint64]uint64{}
-	err = v.db.View(func(txn *badger.Txn) error {
+	err = v.db.View(func(txn *ktxn) error {
 		for i := range entries {
 			id := entries[i].LinkID
 			if id == 0 || entries[i].Type == snapshot.TypeDir {
@@ -165,7 +167,7 @@ func (v *Volume) installDir(ino uint64, tree snapshot.BlobRef, entries []snapsho
 // peekInode reads a record outside any op.
 func (v *Volume) peekInode(ino uint64) (*inode, error) {
 	var r *inode
-	err := v.db.View(func(txn *badger.Txn) error {
+	err := v.db.View(func(txn *ktxn) error {
 		var err error
 		r, err = readInode(txn, ino)
 		return err

@@ -18,7 +18,7 @@ import (
 // private copies, and installed only when the transaction commits.
 type mop struct {
 	v     *Volume
-	txn   *badger.Txn
+	txn   *ktxn
 	recs  map[uint64]*inode // private copies read so far
 	dirty map[uint64]bool   // copies to write
 	nodes map[uint64]*node  // open files whose lock this op holds
@@ -133,7 +133,7 @@ func (o *mop) lookupChild(parent uint64, name string) (uint64, snapshot.EntryTyp
 	return getDentry(o.txn, parent, name)
 }
 
-func getDentry(txn *badger.Txn, parent uint64, name string) (uint64, snapshot.EntryType, error) {
+func getDentry(txn *ktxn, parent uint64, name string) (uint64, snapshot.EntryType, error) {
 	it, err := txn.Get(dentryKey(parent, name))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return 0, 0, ErrNotFound
@@ -153,7 +153,7 @@ func getDentry(txn *badger.Txn, parent uint64, name string) (uint64, snapshot.En
 	return ino, t, err
 }
 
-func readInode(txn *badger.Txn, ino uint64) (*inode, error) {
+func readInode(txn *ktxn, ino uint64) (*inode, error) {
 	it, err := txn.Get(key64(pInode, ino))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, fmt.Errorf("inode %d: %w", ino, ErrNotFound)
@@ -254,7 +254,7 @@ func (v *Volume) lookupLoaded(parent uint64, name string) (Attr, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	var a Attr
-	err := v.db.View(func(txn *badger.Txn) error {
+	err := v.db.View(func(txn *ktxn) error {
 		dir, err := readInode(txn, parent)
 		if err != nil {
 			return err
@@ -277,7 +277,7 @@ func (v *Volume) lookupLoaded(parent uint64, name string) (Attr, error) {
 
 // attrOf returns the current attributes of ino: an open file's in-memory
 // record, or the stored one.
-func (v *Volume) attrOf(txn *badger.Txn, ino uint64) (Attr, error) {
+func (v *Volume) attrOf(txn *ktxn, ino uint64) (Attr, error) {
 	if n := v.lookupNode(ino); n != nil {
 		n.mu.RLock()
 		a := n.rec.attr()
@@ -296,7 +296,7 @@ func (v *Volume) GetAttr(ctx context.Context, ino uint64) (Attr, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	var a Attr
-	err := v.db.View(func(txn *badger.Txn) error {
+	err := v.db.View(func(txn *ktxn) error {
 		var err error
 		a, err = v.attrOf(txn, ino)
 		return err
@@ -309,7 +309,7 @@ func (v *Volume) Readlink(ctx context.Context, ino uint64) (string, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	var target string
-	err := v.db.View(func(txn *badger.Txn) error {
+	err := v.db.View(func(txn *ktxn) error {
 		r, err := readInode(txn, ino)
 		if err != nil {
 			return err
@@ -332,7 +332,7 @@ func (v *Volume) ReadDir(ctx context.Context, ino uint64) ([]DirEntry, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	var out []DirEntry
-	err := v.db.View(func(txn *badger.Txn) error {
+	err := v.db.View(func(txn *ktxn) error {
 		r, err := readInode(txn, ino)
 		if err != nil {
 			return err
@@ -677,6 +677,12 @@ var emptyTreeHash = snapshot.HashOf(snapshot.EmptyTree)
 // Rename moves parent/name to newParent/newName, replacing a compatible
 // target (an empty directory for a directory, a non-directory for a
 // non-directory) unless flags say otherwise.
+//
+// A rename is in the cache database when it returns, as if followed by
+// fsync of the directories: the write-a-temporary-file, fsync, rename
+// pattern of editors and git then survives a crash of the mount without
+// the directory fsync most of them omit (ext4's auto_da_alloc makes a
+// similar promise for renames over a file).
 func (v *Volume) Rename(ctx context.Context, parent uint64, name string, newParent uint64, newName string, flags RenameFlags) error {
 	if flags&RenameNoReplace != 0 && flags&RenameExchange != 0 {
 		return ErrInvalid
@@ -687,9 +693,13 @@ func (v *Volume) Rename(ctx context.Context, parent uint64, name string, newPare
 	if len(name) > MaxNameLen {
 		return ErrNameTooLong
 	}
-	return v.retryLoad(ctx, []uint64{parent, newParent}, func() error {
+	err := v.retryLoad(ctx, []uint64{parent, newParent}, func() error {
 		return v.change(func(o *mop) error { return o.rename(parent, name, newParent, newName, flags) })
 	})
+	if err == nil {
+		err = v.db.Flush()
+	}
+	return err
 }
 
 func (o *mop) rename(parent uint64, name string, newParent uint64, newName string, flags RenameFlags) error {
@@ -922,7 +932,7 @@ func (v *Volume) readRec(ino uint64, fn func(*inode) error) error {
 		defer n.mu.RUnlock()
 		return fn(n.rec)
 	}
-	return v.db.View(func(txn *badger.Txn) error {
+	return v.db.View(func(txn *ktxn) error {
 		r, err := readInode(txn, ino)
 		if err != nil {
 			return err

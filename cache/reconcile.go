@@ -77,16 +77,16 @@ func (v *Volume) switchToLocked(ctx context.Context, c snapshot.Commit) error {
 		wb := newBatch(v.db)
 		d := &delta{}
 		for dir := range v.dirty.dirMarks() {
-			wb.op(func(t *badger.Txn) error { return clearMark(t, d, dir) })
+			wb.op(func(t *ktxn) error { return clearMark(t, d, dir) })
 		}
 		for _, ino := range v.dirty.fileList() {
-			wb.op(func(t *badger.Txn) error { return setFileDirty(t, d, ino, false) })
+			wb.op(func(t *ktxn) error { return setFileDirty(t, d, ino, false) })
 		}
 		v.stateMu.Lock()
 		v.state.Branch, v.state.Seq, v.state.Links, v.state.Virtual = c.ID.Branch, c.ID.Seq, c.Links, c.Virtual
 		st := v.state
 		v.stateMu.Unlock()
-		wb.op(func(t *badger.Txn) error { return v.saveState(t, st) })
+		wb.op(func(t *ktxn) error { return v.saveState(t, st) })
 		if err := wb.flush(); err != nil {
 			return err
 		}
@@ -94,6 +94,9 @@ func (v *Volume) switchToLocked(ctx context.Context, c snapshot.Commit) error {
 		return nil
 	}()
 	if err != nil {
+		return fmt.Errorf("switch to %v: %w", c.ID, err)
+	}
+	if err := v.db.Flush(); err != nil {
 		return fmt.Errorf("switch to %v: %w", c.ID, err)
 	}
 	v.stateMu.Lock()
@@ -157,7 +160,7 @@ func (rc *reconciler) links(ref *snapshot.BlobRef) error {
 				return err
 			}
 			r := inodeFromEntry(ino, 0, e, rc.v.inlineMax)
-			if err := rc.v.db.Update(func(txn *badger.Txn) error {
+			if err := rc.v.db.Update(func(txn *ktxn) error {
 				if err := txn.Set(key64(pInode, ino), encodeInode(r)); err != nil {
 					return err
 				}
@@ -177,7 +180,7 @@ func (rc *reconciler) links(ref *snapshot.BlobRef) error {
 func (rc *reconciler) linkIno(id uint64) (uint64, bool, error) {
 	var ino uint64
 	var ok bool
-	err := rc.v.db.View(func(txn *badger.Txn) error {
+	err := rc.v.db.View(func(txn *ktxn) error {
 		b, found, err := getValue(txn, key64(pLink, id))
 		ino, ok = u64(b), found
 		return err
@@ -188,7 +191,7 @@ func (rc *reconciler) linkIno(id uint64) (uint64, bool, error) {
 // finishLinks removes the hard-link groups the target does not have.
 func (rc *reconciler) finishLinks() error {
 	var gone []uint64
-	err := rc.v.db.View(func(txn *badger.Txn) error {
+	err := rc.v.db.View(func(txn *ktxn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pLink}, PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -207,7 +210,7 @@ func (rc *reconciler) finishLinks() error {
 		if err != nil || !ok {
 			return err
 		}
-		if err := rc.v.db.Update(func(txn *badger.Txn) error { return txn.Delete(key64(pLink, id)) }); err != nil {
+		if err := rc.v.db.Update(func(txn *ktxn) error { return txn.Delete(key64(pLink, id)) }); err != nil {
 			return err
 		}
 		if err := rc.dropInode(ino); err != nil {
@@ -244,7 +247,7 @@ func (rc *reconciler) dir(rec *inode, e *snapshot.Entry) error {
 		if changedAttrs || old.Tree != e.Tree {
 			rc.inode(rec.Ino)
 		}
-		return rc.v.db.Update(func(txn *badger.Txn) error { return txn.Set(key64(pInode, rec.Ino), encodeInode(rec)) })
+		return rc.v.db.Update(func(txn *ktxn) error { return txn.Set(key64(pInode, rec.Ino), encodeInode(rec)) })
 	}
 	var entries []snapshot.Entry
 	if e.Tree.IsZero() && e.HasOrigin && rc.v.opts.Lower != nil {
@@ -317,7 +320,7 @@ func (rc *reconciler) dir(rec *inode, e *snapshot.Entry) error {
 	}
 	rec.Tree = e.Tree
 	rc.inode(rec.Ino)
-	return rc.v.db.Update(func(txn *badger.Txn) error { return txn.Set(key64(pInode, rec.Ino), encodeInode(rec)) })
+	return rc.v.db.Update(func(txn *ktxn) error { return txn.Set(key64(pInode, rec.Ino), encodeInode(rec)) })
 }
 
 func (rc *reconciler) isLinked(ino uint64) bool {
@@ -328,7 +331,7 @@ func (rc *reconciler) isLinked(ino uint64) bool {
 // readDirLocked lists directory ino; the caller holds v.mu.
 func (v *Volume) readDirLocked(ino uint64) ([]DirEntry, error) {
 	var out []DirEntry
-	err := v.db.View(func(txn *badger.Txn) error {
+	err := v.db.View(func(txn *ktxn) error {
 		prefix := dentryPrefix(ino)
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
 		defer it.Close()
@@ -378,7 +381,7 @@ func (rc *reconciler) updateFile(ino uint64, e *snapshot.Entry) error {
 			present[b] = true
 		}
 	} else {
-		err := v.db.View(func(txn *badger.Txn) error {
+		err := v.db.View(func(txn *ktxn) error {
 			var err error
 			if r, err = readInode(txn, ino); err != nil {
 				return err
@@ -435,7 +438,7 @@ func (rc *reconciler) updateFile(ino uint64, e *snapshot.Entry) error {
 	}
 	setAttrs(r, e)
 	r.Size, r.Nlink, r.Chunks, r.Dirty, r.Inline = e.Size, e.Nlink, slices.Clone(e.Chunks), nil, newInline
-	err := v.update(func(txn *badger.Txn, d *delta) error {
+	err := v.update(func(txn *ktxn, d *delta) error {
 		if err := txn.Set(key64(pInode, ino), encodeInode(r)); err != nil {
 			return err
 		}
@@ -509,14 +512,14 @@ func (rc *reconciler) addEntry(dir uint64, e *snapshot.Entry) error {
 		if !ok {
 			return fmt.Errorf("entry %q names hard-link group %x that the link table lacks: %w", e.Name, e.LinkID, snapshot.ErrCorrupt)
 		}
-		return v.db.Update(func(txn *badger.Txn) error { return txn.Set(dentryKey(dir, e.Name), dentryValue(ino, e.Type)) })
+		return v.db.Update(func(txn *ktxn) error { return txn.Set(dentryKey(dir, e.Name), dentryValue(ino, e.Type)) })
 	}
 	ino, err := v.allocIno()
 	if err != nil {
 		return err
 	}
 	r := inodeFromEntry(ino, dir, e, v.inlineMax)
-	return v.db.Update(func(txn *badger.Txn) error {
+	return v.db.Update(func(txn *ktxn) error {
 		if err := txn.Set(key64(pInode, ino), encodeInode(r)); err != nil {
 			return err
 		}
@@ -527,7 +530,7 @@ func (rc *reconciler) addEntry(dir uint64, e *snapshot.Entry) error {
 // dropEntry removes the live entry de of directory dir and, unless it is a
 // hard-link group's name, its inode (with its subtree).
 func (rc *reconciler) dropEntry(dir uint64, de DirEntry) error {
-	if err := rc.v.db.Update(func(txn *badger.Txn) error { return txn.Delete(dentryKey(dir, de.Name)) }); err != nil {
+	if err := rc.v.db.Update(func(txn *ktxn) error { return txn.Delete(dentryKey(dir, de.Name)) }); err != nil {
 		return err
 	}
 	if rc.isLinked(de.Ino) {
@@ -567,7 +570,7 @@ func (rc *reconciler) dropInode(ino uint64) error {
 		rec := n.rec.clone()
 		n.mu.Unlock()
 		if v.openCount(ino) > 0 {
-			return v.update(func(txn *badger.Txn, d *delta) error {
+			return v.update(func(txn *ktxn, d *delta) error {
 				if err := txn.Set(key64(pInode, ino), encodeInode(rec)); err != nil {
 					return err
 				}
@@ -581,7 +584,7 @@ func (rc *reconciler) dropInode(ino uint64) error {
 	for _, b := range r.Dirty {
 		v.gens.forget(blockKey{ino, b})
 	}
-	err = v.update(func(txn *badger.Txn, d *delta) error {
+	err = v.update(func(txn *ktxn, d *delta) error {
 		for _, p := range []byte{pInode, pPresence, pInline} {
 			if err := txn.Delete(key64(p, ino)); err != nil {
 				return err

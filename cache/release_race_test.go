@@ -42,7 +42,7 @@ func TestReleaseRacesUnlink(t *testing.T) {
 		if err := errors.Join(errs...); err != nil {
 			t.Fatalf("round %d: %v", i, err)
 		}
-		err = v.db.View(func(txn *badger.Txn) error {
+		err = v.db.View(func(txn *ktxn) error {
 			_, err := txn.Get(key64(pInode, a.Ino))
 			return err
 		})

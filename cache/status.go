@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
-
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -67,7 +65,7 @@ func (v *Volume) Status(ctx context.Context) (Status, error) {
 	v.nodesMu.Unlock()
 	s.DirtyDirs, s.DirtyFiles = v.dirty.counts()
 	files := v.dirty.fileList()
-	err := v.db.View(func(txn *badger.Txn) error {
+	err := v.db.View(func(txn *ktxn) error {
 		for _, ino := range files {
 			if r, err := readInode(txn, ino); err == nil {
 				s.DirtyBytes += int64(len(r.Dirty)) * int64(v.chunkSize)

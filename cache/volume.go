@@ -92,7 +92,7 @@ type Volume struct {
 	repo      *snapshot.Repo
 	chunkSize uint64
 	inlineMax uint64 // files up to this size keep their bytes in the database
-	db        *badger.DB
+	db        *kv
 	dataDir   string
 	log       *slog.Logger
 	now       func() time.Time
@@ -212,13 +212,13 @@ func Open(ctx context.Context, opts Options) (*Volume, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open cache database in %s (is another agentfs using this cache dir?): %w", opts.CacheDir, err)
 	}
-	v.db = db
+	v.db = newKV(db, v.log)
 	if err := v.init(ctx); err != nil {
 		v.cancel()
 		if v.lease != nil {
 			_ = v.lease.Release(context.WithoutCancel(ctx))
 		}
-		_ = db.Close()
+		_ = v.db.Close()
 		return nil, err
 	}
 	v.start()
@@ -228,7 +228,7 @@ func Open(ctx context.Context, opts Options) (*Volume, error) {
 func (v *Volume) init(ctx context.Context) error {
 	var st volState
 	fresh := false
-	err := v.db.View(func(txn *badger.Txn) error {
+	err := v.db.View(func(txn *ktxn) error {
 		it, err := txn.Get(keyState)
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			fresh = true
@@ -292,7 +292,7 @@ func (v *Volume) init(ctx context.Context) error {
 		return err
 	}
 	// Until Close finishes cleanly, the next Open treats this run as a crash.
-	return v.db.Update(func(txn *badger.Txn) error { return txn.Delete(keyClean) })
+	return v.db.syncUpdate(func(txn *ktxn) error { return txn.Delete(keyClean) })
 }
 
 func newID() string { return hex.EncodeToString(randBytes(8)) }
@@ -305,7 +305,7 @@ func randBytes(n int) []byte {
 
 // initCounters restores the inode allocator and the op sequence.
 func (v *Volume) initCounters() error {
-	return v.db.View(func(txn *badger.Txn) error {
+	return v.db.View(func(txn *ktxn) error {
 		v.nextIno = RootIno + 1
 		if it, err := txn.Get(keyInoLim); err == nil {
 			_ = it.Value(func(b []byte) error { v.nextIno = u64(b); return nil })
@@ -324,7 +324,9 @@ func (v *Volume) allocIno() (uint64, error) {
 	defer v.inoMu.Unlock()
 	if v.nextIno >= v.inoLimit {
 		lim := v.nextIno + 4096
-		if err := v.db.Update(func(txn *badger.Txn) error { return txn.Set(keyInoLim, put64(lim)) }); err != nil {
+		// In Badger before any number is used: a crash must never hand
+		// out a number whose data file may exist.
+		if err := v.db.syncUpdate(func(txn *ktxn) error { return txn.Set(keyInoLim, put64(lim)) }); err != nil {
 			return 0, fmt.Errorf("reserve inode numbers: %w", err)
 		}
 		v.inoLimit = lim
@@ -334,7 +336,7 @@ func (v *Volume) allocIno() (uint64, error) {
 	return n, nil
 }
 
-func (v *Volume) saveState(txn *badger.Txn, st volState) error {
+func (v *Volume) saveState(txn *ktxn, st volState) error {
 	b, _ := json.Marshal(st)
 	return txn.Set(keyState, b)
 }
@@ -399,7 +401,10 @@ func (v *Volume) resetNamespace(ctx context.Context, c snapshot.Commit) error {
 	v.stateMu.Unlock()
 	b, _ := json.Marshal(st)
 	wb.set(keyState, b)
-	return wb.flush()
+	if err := wb.flush(); err != nil {
+		return err
+	}
+	return v.db.Flush()
 }
 
 // recover repairs a cache directory after a crash: orphans are deleted and,
@@ -408,7 +413,7 @@ func (v *Volume) resetNamespace(ctx context.Context, c snapshot.Commit) error {
 // dirty blocks, which are authoritative.
 func (v *Volume) recover() error {
 	clean := true
-	err := v.db.View(func(txn *badger.Txn) error {
+	err := v.db.View(func(txn *ktxn) error {
 		_, err := txn.Get(keyClean)
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			clean = false
@@ -420,7 +425,7 @@ func (v *Volume) recover() error {
 		return err
 	}
 	var orphans []uint64
-	err = v.db.View(func(txn *badger.Txn) error {
+	err = v.db.View(func(txn *ktxn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pOrphan}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -537,7 +542,7 @@ func (v *Volume) setSeq(seq uint64) error {
 	v.state.Seq = seq
 	st := v.state
 	v.stateMu.Unlock()
-	return v.db.Update(func(txn *badger.Txn) error { return v.saveState(txn, st) })
+	return v.db.syncUpdate(func(txn *ktxn) error { return v.saveState(txn, st) })
 }
 
 // hasLocalChanges reports whether anything is waiting to be committed.
@@ -636,7 +641,7 @@ func (v *Volume) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := v.db.Update(func(txn *badger.Txn) error { return txn.Set(keyClean, nil) }); err != nil {
+	if err := v.db.Update(func(txn *ktxn) error { return txn.Set(keyClean, nil) }); err != nil {
 		errs = append(errs, err)
 	}
 	if err := v.db.Close(); err != nil {
@@ -645,34 +650,33 @@ func (v *Volume) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// batch writes many keys in as few transactions as Badger allows. It is not
-// atomic as a whole: use it only where every prefix of the writes is a
+// batch writes many keys, committing every batchCommitOps writes. It is
+// not atomic as a whole: use it only where every prefix of the writes is a
 // consistent state.
 type batch struct {
-	db  *badger.DB
-	txn *badger.Txn
+	db  *kv
+	txn *ktxn
+	n   int // writes in txn
 	err error
 }
 
-func newBatch(db *badger.DB) *batch { return &batch{db: db, txn: db.NewTransaction(true)} }
+func newBatch(db *kv) *batch { return &batch{db: db, txn: db.NewTransaction(true)} }
 
-func (b *batch) op(f func(*badger.Txn) error) {
+func (b *batch) op(f func(*ktxn) error) {
 	if b.err != nil {
 		return
 	}
-	err := f(b.txn)
-	if errors.Is(err, badger.ErrTxnTooBig) {
-		if b.err = b.txn.Commit(); b.err != nil {
-			return
-		}
-		b.txn = b.db.NewTransaction(true)
-		err = f(b.txn)
+	if b.err = f(b.txn); b.err != nil {
+		return
 	}
-	b.err = err
+	if b.n++; b.n >= batchCommitOps {
+		b.err = b.txn.Commit()
+		b.txn, b.n = b.db.NewTransaction(true), 0
+	}
 }
 
-func (b *batch) set(k, val []byte) { b.op(func(t *badger.Txn) error { return t.Set(k, val) }) }
-func (b *batch) del(k []byte)      { b.op(func(t *badger.Txn) error { return t.Delete(k) }) }
+func (b *batch) set(k, val []byte) { b.op(func(t *ktxn) error { return t.Set(k, val) }) }
+func (b *batch) del(k []byte)      { b.op(func(t *ktxn) error { return t.Delete(k) }) }
 
 func (b *batch) flush() error {
 	if b.err != nil {
