@@ -73,7 +73,12 @@
 // Mounts use default_permissions (the kernel checks modes, owners and the
 // sticky bit against the attributes the engine reports) and, when the
 // server may, allow_other, so containers that bind-mount the mount work as
-// any user. flock(2), POSIX and OFD locks are left to the kernel (the
+// any user. Its price: a create, unlink or rename invalidates the parent's
+// attributes, and the kernel fetches them (one GETATTR) before the next
+// permission check in that directory, so deleting a file costs two round
+// trips where go-fuse's loopback, without default_permissions, pays one;
+// the engine answers that GETATTR from memory (3 µs, BENCHMARKS.md run 5).
+// flock(2), POSIX and OFD locks are left to the kernel (the
 // server does not implement GETLK/SETLK): they work between all processes
 // of this machine, containers included, which are the only ones that can
 // see the mount.
