@@ -25,8 +25,8 @@ import (
 // unsynced changes and never leaves a state that did not exist. Sync (what
 // fsync calls) and syncUpdate flush and wait; Close flushes.
 //
-// Hooks registered with ktxn.afterFlush run once the transaction's writes
-// are in Badger — for side effects that must not reach the disk before the
+// Hooks registered with kv.afterFlush run once every earlier commit is in
+// Badger — for side effects that must not reach the disk before the
 // metadata that justifies them (removing a deleted file's data). They run
 // with the flush lock held and must not take any lock of the engine.
 //
@@ -442,7 +442,6 @@ type ktxn struct {
 	update bool
 	writes []wentry
 	own    map[string]int // key → index of its last write in writes
-	after  []func()
 	done   bool
 }
 
@@ -526,10 +525,6 @@ func (t *ktxn) write(w wentry) error {
 	return nil
 }
 
-// afterFlush registers fn to run once this transaction's writes are in
-// Badger (never, if it does not commit).
-func (t *ktxn) afterFlush(fn func()) { t.after = append(t.after, fn) }
-
 // afterFlush runs fn once every commit made so far is in Badger (at once
 // if the database is closed).
 func (k *kv) afterFlush(fn func()) {
@@ -551,7 +546,7 @@ func (t *ktxn) Commit() error {
 		return badger.ErrDiscardedTxn
 	}
 	t.Discard()
-	if len(t.writes) == 0 && len(t.after) == 0 {
+	if len(t.writes) == 0 {
 		return nil
 	}
 	k := t.kv
@@ -560,7 +555,7 @@ func (t *ktxn) Commit() error {
 		k.mu.Unlock()
 		return badger.ErrDBClosed
 	}
-	k.pending.add(t.writes, t.after)
+	k.pending.add(t.writes, nil)
 	n, b := k.pending.n, k.pending.bytes
 	k.mu.Unlock()
 	switch {
