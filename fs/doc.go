@@ -63,7 +63,10 @@
 // half. FUSE_HANDLE_KILLPRIV_V2 is negotiated, so the
 // kernel does not ask for security.capability before each write; the
 // server drops set-user-ID and set-group-ID bits and capabilities on the
-// writes, truncates and chowns of unprivileged callers instead (raw.go).
+// writes, truncates and chowns of unprivileged callers instead (raw.go),
+// and on their fallocates (every mode, as ext4), for which the kernel sends
+// no flag: the server reads the caller's CAP_FSETID (and, for a set-group-ID
+// file that is not group-executable, its groups) from /proc/PID/status.
 // Reads never update atime (the mount is noatime). The numbers behind
 // these choices are in scripts/mount-perf.sh's output, reported with the
 // commit that made them.

@@ -212,11 +212,28 @@ func TestParseTuning(t *testing.T) {
 	}
 }
 
+// TestKilledMode: a caller the server cannot see (pid 0) counts by its
+// uid and gid alone.
 func TestKilledMode(t *testing.T) {
-	for in, want := range map[uint32]uint32{0o4755: 0o755, 0o2755: 0o755, 0o2745: 0o2745, 0o6711: 0o711, 0o644: 0o644, 0o1777: 0o1777} {
-		got, changed := killedMode(in)
-		if got != want || changed != (in != want) {
-			t.Errorf("killedMode(%#o) = %#o, %v; want %#o", in, got, changed, want)
+	user := &fuse.Caller{Owner: fuse.Owner{Uid: 1000, Gid: 5}}
+	root := &fuse.Caller{}
+	for _, c := range []struct {
+		mode, gid uint32
+		c         *fuse.Caller
+		want      uint32
+	}{
+		{0o4755, 5, user, 0o755},
+		{0o2755, 5, user, 0o755},
+		{0o2745, 5, user, 0o2745}, // no S_IXGRP, caller in the group
+		{0o2745, 7, user, 0o745},  // no S_IXGRP, caller not in the group
+		{0o2745, 7, root, 0o2745}, // no S_IXGRP, caller capable
+		{0o6711, 7, root, 0o711},
+		{0o644, 7, user, 0o644},
+		{0o1777, 7, user, 0o1777},
+	} {
+		got, changed := killedMode(cache.Attr{Mode: c.mode, Gid: c.gid}, c.c)
+		if got != c.want || changed != (c.mode != c.want) {
+			t.Errorf("killedMode(%#o, gid %d, caller %+v) = %#o, %v; want %#o", c.mode, c.gid, *c.c, got, changed, c.want)
 		}
 	}
 }

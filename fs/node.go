@@ -129,17 +129,14 @@ func (n *node) killPrivInto(ctx context.Context, s *cache.SetAttrIn) error {
 	if n.StableAttr().Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		return nil
 	}
-	mode := uint32(0)
-	if s.Mode != nil {
-		mode = *s.Mode
-	} else {
-		a, err := n.fsys.vol.GetAttr(ctx, n.ino())
-		if err != nil {
-			return err
-		}
-		mode = a.Mode
+	a, err := n.fsys.vol.GetAttr(ctx, n.ino())
+	if err != nil {
+		return err
 	}
-	if m, ok := killedMode(mode); ok {
+	if s.Mode != nil {
+		a.Mode = *s.Mode
+	}
+	if m, ok := killedMode(a, caller(ctx)); ok {
 		s.Mode = &m
 	}
 	return n.fsys.dropCaps(ctx, n.ino())
@@ -274,14 +271,11 @@ func (n *node) Release(ctx context.Context, f gofs.FileHandle) (errno syscall.Er
 // Allocate implements fallocate(2): mode 0 extends the file (the new range
 // reads as zeros), FALLOC_FL_KEEP_SIZE alone reserves nothing (blob storage
 // has no fixed size), FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE and
-// FALLOC_FL_ZERO_RANGE zero the range. Other modes are EOPNOTSUPP.
+// FALLOC_FL_ZERO_RANGE zero the range. Other modes are EOPNOTSUPP. Like a
+// write, it drops the file's set-user-ID and set-group-ID bits when the
+// caller lacks CAP_FSETID (killPriv).
 func (n *node) Allocate(ctx context.Context, f gofs.FileHandle, off uint64, size uint64, mode uint32) (errno syscall.Errno) {
 	defer n.fsys.ops.done(opFallocate, time.Now(), &errno)
-	const (
-		keepSize  = 0x01 // FALLOC_FL_KEEP_SIZE
-		punchHole = 0x02 // FALLOC_FL_PUNCH_HOLE
-		zeroRange = 0x10 // FALLOC_FL_ZERO_RANGE
-	)
 	if size == 0 {
 		return syscall.EINVAL
 	}
@@ -296,19 +290,38 @@ func (n *node) Allocate(ctx context.Context, f gofs.FileHandle, off uint64, size
 	if a.Type != snapshot.TypeFile {
 		return syscall.ENODEV
 	}
+	if errno := n.allocate(ctx, a.Size, off, end, mode); errno != 0 {
+		return errno
+	}
+	// Every mode changes the file, as far as the set-user-ID rules go
+	// (ext4 drops the bits for each), and FALLOCATE carries no
+	// FUSE_WRITE_KILL_SUIDGID: the server asks about the caller itself.
+	if c := caller(ctx); lacksFsetid(c) {
+		return n.fsys.killPriv(ctx, n.ino(), c)
+	}
+	return 0
+}
+
+// allocate does the work of Allocate for a file of size size.
+func (n *node) allocate(ctx context.Context, size, off, end uint64, mode uint32) syscall.Errno {
+	const (
+		keepSize  = 0x01 // FALLOC_FL_KEEP_SIZE
+		punchHole = 0x02 // FALLOC_FL_PUNCH_HOLE
+		zeroRange = 0x10 // FALLOC_FL_ZERO_RANGE
+	)
 	switch mode {
 	case 0:
-		return n.extend(ctx, a.Size, end)
+		return n.extend(ctx, size, end)
 	case keepSize:
 		return 0
 	case punchHole | keepSize:
-		return n.zero(ctx, off, min(end, a.Size))
+		return n.zero(ctx, off, min(end, size))
 	case zeroRange, zeroRange | keepSize:
-		if errno := n.zero(ctx, off, min(end, a.Size)); errno != 0 {
+		if errno := n.zero(ctx, off, min(end, size)); errno != 0 {
 			return errno
 		}
 		if mode&keepSize == 0 {
-			return n.extend(ctx, a.Size, end)
+			return n.extend(ctx, size, end)
 		}
 		return 0
 	case punchHole:
@@ -594,6 +607,15 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) (errno syscall.E
 	out.Ffree = s.Ffree
 	out.NameLen = s.NameLen
 	return 0
+}
+
+// caller is the process a request comes from (the zero Caller if
+// unknown).
+func caller(ctx context.Context) *fuse.Caller {
+	if c, ok := fuse.FromContext(ctx); ok {
+		return c
+	}
+	return &fuse.Caller{}
 }
 
 // callerCred is the identity of the process a request comes from: the owner

@@ -1,6 +1,8 @@
 package posixtest
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -83,4 +85,62 @@ func checkPermissionsAsOtherUser(t *testing.T, dir string) {
 	var st unix.Stat_t
 	wantErrno(t, "file unlinked by its owner", unix.Lstat(join(dir, "pub", "mine"), &st), unix.ENOENT)
 	lstat(t, join(dir, "sticky", "rootfile"))
+}
+
+// checkKillPrivData (root): every operation that changes a file's data
+// drops its set-user-ID bit, and its set-group-ID bit, when the caller
+// lacks CAP_FSETID, as on ext4: write, truncate, and fallocate (extending,
+// punching a hole, zeroing a range). The set-group-ID bit of a file
+// without S_IXGRP stays when the caller is in the file's group (Linux 6.x;
+// the bit then marks mandatory locking). The same operations by root keep
+// both bits.
+func checkKillPrivData(t *testing.T, dir string) {
+	needRoot(t, "switching to another uid")
+	ok(t, "chmod", unix.Chmod(dir, 0o711))
+	ops := []helperStep{{Op: "write", Arg: "x"}, {Op: "truncate"}}
+	for _, m := range slices.Sorted(maps.Keys(fallocModes)) {
+		ops = append(ops, helperStep{Op: "fallocate", Arg: m})
+	}
+	type file struct {
+		name            string
+		mode, gid, want uint32
+	}
+	var files []file
+	req := helperRequest{Dir: dir, UID: nobody, GID: nobody}
+	for _, op := range ops {
+		for _, f := range []file{
+			{mode: 0o6777, gid: nobody, want: 0o777},
+			{mode: 0o6666, gid: 0, want: 0o666},
+			{mode: 0o6666, gid: nobody, want: 0o2666},
+		} {
+			f.name = op.Op + "-" + op.Arg + "-" + strconv.FormatUint(uint64(f.mode), 8) + "-" + strconv.Itoa(int(f.gid))
+			p := join(dir, f.name)
+			writeFile(t, p, []byte("program"), 0o666)
+			ok(t, "chown", unix.Chown(p, 0, int(f.gid)))
+			ok(t, "chmod", unix.Chmod(p, f.mode))
+			files = append(files, f)
+			op.Name = f.name
+			req.Steps = append(req.Steps, op)
+		}
+	}
+	res := runHelper(t, req)
+	for i, f := range files {
+		s := req.Steps[i]
+		wantHelperErr(t, "uid "+strconv.Itoa(nobody)+": "+s.Op+" "+s.Arg+" "+s.Name, res.Errs[i], "")
+		if m := lstat(t, join(dir, f.name)).Mode & 0o7777; m != f.want {
+			t.Errorf("%s %s by uid %d of a %#o file of group %d left mode %#o, want %#o", s.Op, s.Arg, nobody, f.mode, f.gid, m, f.want)
+		}
+	}
+	for _, m := range slices.Sorted(maps.Keys(fallocModes)) {
+		p := join(dir, "root-"+m)
+		writeFile(t, p, []byte("program"), 0o777)
+		ok(t, "chmod", unix.Chmod(p, 0o6777))
+		fd := open(t, p, unix.O_WRONLY, 0)
+		err := unix.Fallocate(fd, fallocModes[m], 0, 8192)
+		closeFD(t, &fd)
+		ok(t, "fallocate "+m+" as root", err)
+		if got := lstat(t, p).Mode & 0o7777; got != 0o6777 {
+			t.Errorf("fallocate %s by root (CAP_FSETID) left mode %#o, want 06777", m, got)
+		}
+	}
 }

@@ -186,6 +186,18 @@ func doStep(dfd int, files map[string]int, s helperStep) (unix.Flock_t, error) {
 	case "truncate":
 		fd, err := openAt(unix.O_WRONLY | unix.O_TRUNC)
 		return none, closed(fd, err)
+	case "fallocate":
+		// Arg names the mode, a key of fallocModes.
+		mode, known := fallocModes[s.Arg]
+		if !known {
+			return none, fmt.Errorf("unknown fallocate mode %q", s.Arg)
+		}
+		fd, err := openAt(unix.O_WRONLY)
+		if err != nil {
+			return none, err
+		}
+		ferr := unix.Fallocate(fd, mode, 0, 8192)
+		return none, errors.Join(ferr, unix.Close(fd))
 	case "setxattr":
 		// Relative to the working directory, which helperMain set to Dir.
 		return none, unix.Setxattr(s.Name, "user.helper", []byte(s.Arg), 0)
@@ -194,6 +206,15 @@ func doStep(dfd int, files map[string]int, s helperStep) (unix.Flock_t, error) {
 		return none, err
 	}
 	return none, fmt.Errorf("unknown helper op %q", s.Op)
+}
+
+// fallocModes are the fallocate(2) modes a helper step can name: each
+// changes a file's data.
+var fallocModes = map[string]uint32{
+	"extend":     0,
+	"punch-hole": unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE,
+	"zero-range": unix.FALLOC_FL_ZERO_RANGE,
+	"keep-size":  unix.FALLOC_FL_KEEP_SIZE,
 }
 
 // helperProc is a running child started by startHelper.

@@ -58,6 +58,7 @@ var Checks = map[string]func(t *testing.T, dir string){
 	"Xattrs":                 checkXattrs,
 	"Statfs":                 checkStatfs,
 	"PermissionsAsOtherUser": checkPermissionsAsOtherUser,
+	"KillPrivData":           checkKillPrivData,
 
 	// Locks.
 	"Flock":     checkFlock,
@@ -76,7 +77,7 @@ var Checks = map[string]func(t *testing.T, dir string){
 // RootChecks lists the checks of Checks that need root (CAP_CHOWN, CAP_MKNOD,
 // CAP_SETUID). Run as another user they report the missing privilege through
 // testenv.Missing: a failure under CI=true, a skip with the reason elsewhere.
-var RootChecks = []string{"Chown", "SetgidDir", "MknodDevice", "PermissionsAsOtherUser"}
+var RootChecks = []string{"Chown", "SetgidDir", "MknodDevice", "PermissionsAsOtherUser", "KillPrivData"}
 
 // Options selects what Run runs. The zero value runs every check of Checks,
 // one after another.
