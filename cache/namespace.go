@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dgraph-io/badger/v4"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentfs/agentfs/snapshot"
 )
@@ -1022,17 +1023,32 @@ func (v *Volume) RemoveXattr(ctx context.Context, ino uint64, name string) error
 	})
 }
 
-// StatFs reports the volume as a very large filesystem: blob storage has no
-// fixed size. Used space is the logical size of the last commit.
+// StatFs reports what can really be written to the volume. Every write
+// lands in the cache directory first, so the blocks (total, free and
+// available, in 4 KiB blocks) are those of the cache directory's
+// filesystem, as an overlay reports its upper layer's (the volume's
+// logical size is not part of it). Inodes are not limited by the local
+// disk (the database holds them): Files is 2^40. It fails only if the
+// cache directory's filesystem cannot be asked.
 func (v *Volume) StatFs(ctx context.Context) (StatFs, error) {
 	const bsize = 4096
-	const total = 1 << 40 // blocks: 4 PiB
-	var used, files uint64
+	var local unix.Statfs_t
+	if err := unix.Statfs(v.dataDir, &local); err != nil {
+		return StatFs{}, fmt.Errorf("statfs of the cache directory %s: %w", v.dataDir, err)
+	}
+	scale := func(blocks uint64) uint64 { return blocks * uint64(local.Bsize) / bsize }
+	var files uint64
 	_ = v.readRec(RootIno, func(r *inode) error {
-		used, files = r.SubBytes, r.SubFiles
+		files = r.SubFiles
 		return nil
 	})
-	ub := min((used+bsize-1)/bsize, total)
-	return StatFs{Bsize: bsize, Blocks: total, Bfree: total - ub, Bavail: total - ub,
-		Files: 1 << 40, Ffree: 1<<40 - files, NameLen: MaxNameLen}, nil
+	return StatFs{Bsize: bsize, Blocks: scale(local.Blocks), Bfree: scale(local.Bfree), Bavail: scale(local.Bavail),
+		Files: 1 << 40, Ffree: 1<<40 - min(files, 1<<40), NameLen: MaxNameLen}, nil
+}
+
+// FreeBytes is how many bytes can still be written to the volume: the
+// available space of the cache directory's filesystem (StatFs's Bavail).
+func (v *Volume) FreeBytes(ctx context.Context) (uint64, error) {
+	s, err := v.StatFs(ctx)
+	return s.Bavail * uint64(s.Bsize), err
 }

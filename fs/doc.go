@@ -97,6 +97,14 @@
 // the server (go-fuse fs/api.go, "Deadlocks"); agentfs serves every mount
 // from a process of its own.
 //
+// # Free space
+//
+// Statfs reports the space of the filesystem that holds the cache
+// directory (cache.Volume.StatFs): every write lands there first, so that
+// is what can really be written. A fallocate that would grow a file by
+// more than is free fails with ENOSPC, as on ext4; one that fits grows the
+// file sparse and reserves nothing, unlike ext4.
+//
 // # Limits
 //
 // O_TMPFILE is not supported (EOPNOTSUPP): the engine has no unnamed

@@ -9,6 +9,7 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentfs/agentfs/cache"
 	"github.com/agentfs/agentfs/snapshot"
@@ -290,6 +291,9 @@ func (n *node) Allocate(ctx context.Context, f gofs.FileHandle, off uint64, size
 	if a.Type != snapshot.TypeFile {
 		return syscall.ENODEV
 	}
+	if errno := n.fits(ctx, a.Size, off, end, mode); errno != 0 {
+		return errno
+	}
 	if errno := n.allocate(ctx, a.Size, off, end, mode); errno != 0 {
 		return errno
 	}
@@ -302,12 +306,32 @@ func (n *node) Allocate(ctx context.Context, f gofs.FileHandle, off uint64, size
 	return 0
 }
 
+// fits answers ENOSPC when fallocate mode of [off, end) in a file of size
+// size asks for more space past the end of the file than the volume has
+// free (cache.Volume.FreeBytes), as ext4 does; a request that fits passes
+// (the engine reserves nothing: the file grows sparse). Holes inside the
+// file are not counted.
+func (n *node) fits(ctx context.Context, size, off, end uint64, mode uint32) syscall.Errno {
+	start := max(off, size)
+	if mode&unix.FALLOC_FL_PUNCH_HOLE != 0 || end <= start {
+		return 0
+	}
+	free, err := n.fsys.vol.FreeBytes(ctx)
+	if err != nil {
+		return n.errno("fallocate", err)
+	}
+	if end-start > free {
+		return syscall.ENOSPC
+	}
+	return 0
+}
+
 // allocate does the work of Allocate for a file of size size.
 func (n *node) allocate(ctx context.Context, size, off, end uint64, mode uint32) syscall.Errno {
 	const (
-		keepSize  = 0x01 // FALLOC_FL_KEEP_SIZE
-		punchHole = 0x02 // FALLOC_FL_PUNCH_HOLE
-		zeroRange = 0x10 // FALLOC_FL_ZERO_RANGE
+		keepSize  = unix.FALLOC_FL_KEEP_SIZE
+		punchHole = unix.FALLOC_FL_PUNCH_HOLE
+		zeroRange = unix.FALLOC_FL_ZERO_RANGE
 	)
 	switch mode {
 	case 0:

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentfs/agentfs/fs/fstest"
 	"github.com/agentfs/agentfs/internal/posixtest"
 	"github.com/agentfs/agentfs/internal/testservices"
@@ -122,5 +124,47 @@ func writeWorkspace(t *testing.T, dir string) {
 				t.Fatalf("git %v: %v\n%s", args, err, out)
 			}
 		}
+	}
+}
+
+// TestPOSIXFreeSpace runs posixtest.FreeSpace over every writable mount
+// kind, each with its cache directory on a small ext4 filesystem: statfs
+// reports that filesystem's space (every write lands there first), and a
+// fallocate beyond it is ENOSPC.
+func TestPOSIXFreeSpace(t *testing.T) {
+	kinds := map[string][]string{
+		"File":        nil,
+		"VirtualHost": {"--virtual", "--base", t.TempDir()},
+	}
+	plain := fstest.Start(t, fstest.Options{})
+	if err := os.WriteFile(filepath.Join(plain.Dir, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plain.Unmount(t)
+	if out, err := plain.Agentfs("snapshot", "save", plain.URL, "base"); err != nil {
+		t.Fatalf("snapshot save: %v\n%s", err, out)
+	}
+	kinds["VirtualSnapshot"] = []string{"--virtual", "--base", "snapshot:base"}
+	for name, args := range kinds {
+		t.Run(name, func(t *testing.T) {
+			small := posixtest.SmallExt4(t, 512<<20)
+			o := fstest.Options{CacheDir: filepath.Join(small, "cache"), Args: args}
+			if name == "VirtualSnapshot" {
+				o.URL = plain.URL
+			}
+			m := fstest.Start(t, o)
+			var mnt, local unix.Statfs_t
+			if err := unix.Statfs(m.Dir, &mnt); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Statfs(small, &local); err != nil {
+				t.Fatal(err)
+			}
+			got, want := int64(mnt.Bavail)*mnt.Bsize, int64(local.Bavail)*local.Bsize
+			if d := got - want; d > 16<<20 || d < -16<<20 {
+				t.Errorf("the mount reports %d bytes available, its cache directory's filesystem %d", got, want)
+			}
+			posixtest.FreeSpace(t, m.Dir)
+		})
 	}
 }

@@ -84,3 +84,9 @@ func TestRegistry(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalFreeSpace runs FreeSpace on a small local ext4 filesystem, the
+// reference for the mounts' free space.
+func TestLocalFreeSpace(t *testing.T) {
+	FreeSpace(t, SmallExt4(t, 256<<20))
+}
