@@ -1,0 +1,156 @@
+package apierr
+
+import (
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/agentfs/agentfs/exec"
+	"github.com/agentfs/agentfs/snapshot"
+)
+
+// sentinelPackages are the packages (directories relative to the module
+// root) whose sentinel errors a request can meet. cache is not listed: its
+// errors reach the daemon as errno values through the kernel, or as the
+// one sentinel the control socket carries (cache.ErrReadOnly).
+var sentinelPackages = []string{"exec", "snapshot", "overlay", "fs", "fs/control", "blobstore"}
+
+// TestEverySentinelMapped parses the packages' sources and fails for any
+// exported sentinel error (a package-level Err* variable made by
+// errors.New or fmt.Errorf) that the table does not list, so that a new
+// sentinel cannot silently become "internal".
+func TestEverySentinelMapped(t *testing.T) {
+	inTable := map[string]bool{}
+	for _, e := range table {
+		if inTable[e.name] {
+			t.Errorf("%s is in the table twice", e.name)
+		}
+		inTable[e.name] = true
+	}
+	found := 0
+	for _, dir := range sentinelPackages {
+		for _, name := range sentinels(t, filepath.Join("..", "..", dir)) {
+			found++
+			if !inTable[dir+"."+name] {
+				t.Errorf("%s.%s is a sentinel error that serve/apierr does not map: add it to the table in apierr.go with its API code", dir, name)
+			}
+		}
+	}
+	if found < 40 {
+		t.Fatalf("found only %d sentinels: the source scan is broken", found)
+	}
+}
+
+// sentinels returns the exported Err* package-level variables of the
+// package in dir whose value is made there (aliases of another package's
+// sentinel are mapped through that package).
+func sentinels(t *testing.T, dir string) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ent := range ents {
+		n := ent.Name()
+		if !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, n), nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.VAR {
+				continue
+			}
+			for _, sp := range gd.Specs {
+				vs := sp.(*ast.ValueSpec)
+				for i, id := range vs.Names {
+					if !id.IsExported() || !strings.HasPrefix(id.Name, "Err") || i >= len(vs.Values) {
+						continue
+					}
+					if call, ok := vs.Values[i].(*ast.CallExpr); ok {
+						if sel, ok := call.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "New" || sel.Sel.Name == "Errorf") {
+							out = append(out, id.Name)
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestCodeOf(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want Code
+	}{
+		{&exec.PathError{Op: "read", Path: "../x", Reason: "climbs"}, PathEscape},
+		{fmt.Errorf("read %q: %w", "a", fs.ErrNotExist), NotFound},
+		{fmt.Errorf("x: %w", syscall.ENOENT), NotFound},
+		{fmt.Errorf("x: %w", syscall.ENOTDIR), NotADirectory},
+		{fmt.Errorf("x: %w", syscall.EISDIR), IsADirectory},
+		{fmt.Errorf("x: %w", syscall.ENOTEMPTY), NotEmpty},
+		{fmt.Errorf("x: %w", syscall.EEXIST), Exists},
+		{fmt.Errorf("edit: %w: 3 occurrences", exec.ErrNotUnique), NotUnique},
+		{&exec.PolicyError{Rule: "rm-root"}, PolicyRefused},
+		{fmt.Errorf("save: %w", snapshot.ErrSnapshotExists), Exists},
+		{New(Unauthorized, "no token"), Unauthorized},
+		{fmt.Errorf("wrapped: %w", New(Forbidden, "read-only token")), Forbidden},
+		{&http.MaxBytesError{Limit: 10}, TooLarge},
+		{errors.New("something else"), Internal},
+		{nil, ""},
+	} {
+		if got := CodeOf(tc.err); got != tc.want {
+			t.Errorf("CodeOf(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestStatuses pins the statuses the issue fixes and checks that every
+// code has one.
+func TestStatuses(t *testing.T) {
+	for _, c := range Codes() {
+		if _, ok := statuses[c]; !ok {
+			t.Errorf("code %q has no status", c)
+		}
+	}
+	if len(statuses) != len(Codes()) {
+		t.Errorf("%d statuses for %d codes", len(statuses), len(Codes()))
+	}
+	for c, want := range map[Code]int{NotFound: 404, Exists: 409, Unauthorized: 401, Forbidden: 403,
+		PathEscape: 400, InvalidArgument: 400, Internal: 500, Unavailable: 503} {
+		if got := c.Status(); got != want {
+			t.Errorf("%s: status %d, want %d", c, got, want)
+		}
+	}
+	for _, e := range table {
+		if _, ok := statuses[e.code]; !ok {
+			t.Errorf("%s maps to unknown code %q", e.name, e.code)
+		}
+	}
+}
+
+func TestFromKeepsPath(t *testing.T) {
+	e := From(fmt.Errorf("read %q: %w", "a/b", fs.ErrNotExist), "a/b")
+	if e.Code != NotFound || e.Path != "a/b" || !errors.Is(e, fs.ErrNotExist) {
+		t.Errorf("From = %+v", e)
+	}
+	orig := New(Busy, "too many commands")
+	if got := From(orig, "x"); got.Code != Busy || got.Path != "x" || orig.Path != "" {
+		t.Errorf("From(*Error) = %+v, original %+v", got, orig)
+	}
+}
