@@ -7,8 +7,9 @@
 //
 // Open builds a Store from a URL:
 //
-//	file:///abs/path      a local directory (created if missing); PutIfAbsent is
-//	                      exclusive across processes sharing it (flock)
+//	file:///abs/path      a local directory (created only by Open with
+//	                      Options.Create); PutIfAbsent is exclusive across
+//	                      processes sharing it (flock)
 //	mem://[name][/prefix] process-local memory, for tests; the same name shares objects
 //	s3://[KEY:SECRET@]bucket[/prefix][?endpoint=URL&region=R&path_style=true&profile=P]
 //	gs://bucket[/prefix]
@@ -30,9 +31,12 @@
 // Objects up to 16 MiB of known size go in one request, others as resumable
 // uploads. PutIfAbsent is a write with the DoesNotExist precondition.
 //
-// Open checks the credentials and that the bucket exists; a bad URL, a missing
-// bucket or missing credentials is an error naming the URL (never its
-// credentials) and saying what to do.
+// Open checks the credentials and that the bucket (or file:// directory)
+// exists; a bad URL, a missing bucket or directory or missing credentials is
+// an error naming the URL (never its credentials) and saying what to do. A
+// store is created only when Options.Create asks for it (creating a volume):
+// a file:// directory that disappears later is never recreated by a write,
+// which fails with a KindPermanent error instead.
 //
 // # What Store does for every driver
 //

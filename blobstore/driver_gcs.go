@@ -35,7 +35,7 @@ type gcsDriver struct {
 
 var _ Driver = (*gcsDriver)(nil)
 
-func openGCS(ctx context.Context, u *url.URL) (Driver, string, error) {
+func openGCS(ctx context.Context, u *url.URL, _ bool) (Driver, string, error) {
 	show := storeURL(u)
 	if u.Host == "" {
 		return nil, "", fmt.Errorf("gs URL needs a bucket: write gs://bucket/prefix")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -27,6 +28,9 @@ func init() {
 // gocloudDriver adapts a gocloud.dev/blob Bucket (file:// and mem://).
 type gocloudDriver struct {
 	b *blob.Bucket
+	// dir is the root directory of a file:// store ("" for mem://). Writes
+	// check that it still exists: fileblob would recreate it.
+	dir string
 	// lockPath, when set, is a file that conditional writes flock so that
 	// PutIfAbsent is exclusive across processes sharing a directory.
 	lockPath string
@@ -36,7 +40,7 @@ type gocloudDriver struct {
 
 var _ Driver = (*gocloudDriver)(nil)
 
-func openFile(_ context.Context, u *url.URL) (Driver, string, error) {
+func openFile(_ context.Context, u *url.URL, create bool) (Driver, string, error) {
 	if u.Host != "" && u.Host != "localhost" {
 		return nil, "", fmt.Errorf("file URLs take an absolute path with no host: write file:///abs/path (three slashes), not file://%s%s", u.Host, u.Path)
 	}
@@ -44,15 +48,19 @@ func openFile(_ context.Context, u *url.URL) (Driver, string, error) {
 		return nil, "", fmt.Errorf("file URL needs an absolute path, like file:///var/lib/agentfs/store")
 	}
 	dir := filepath.Clean(u.Path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, "", fmt.Errorf("create store directory %s: %w", dir, err)
+	if create {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, "", fmt.Errorf("create store directory %s: %w", dir, err)
+		}
+	} else if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, "", fmt.Errorf("store directory %s does not exist: create a volume there with `agentfs init file://%s`, or fix the URL (if the store was moved, or lives on a filesystem that is not mounted, bring it back first)", dir, dir)
 	}
 	// Temporary files next to the objects: renames stay on one filesystem.
 	b, err := fileblob.OpenBucket(dir, &fileblob.Options{NoTempDir: true, Metadata: fileblob.MetadataDontWrite})
 	if err != nil {
 		return nil, "", fmt.Errorf("open store directory %s: %w", dir, err)
 	}
-	return &gocloudDriver{b: b, lockPath: filepath.Join(dir, fileLockName)}, "", nil
+	return &gocloudDriver{b: b, dir: dir, lockPath: filepath.Join(dir, fileLockName)}, "", nil
 }
 
 var (
@@ -62,7 +70,7 @@ var (
 
 // openMem opens mem://NAME. Stores opened with the same non-empty NAME in one
 // process share their objects; mem:// alone is a fresh, private store.
-func openMem(_ context.Context, u *url.URL) (Driver, string, error) {
+func openMem(_ context.Context, u *url.URL, _ bool) (Driver, string, error) {
 	name := u.Host
 	if name == "" {
 		return &gocloudDriver{b: memblob.OpenBucket(nil)}, "", nil
@@ -112,6 +120,9 @@ func (d *gocloudDriver) Put(ctx context.Context, key string, r io.Reader, size i
 	if d.lockPath != "" && fileInternal(key) {
 		return fmt.Errorf("key %q is reserved on file:// stores (it looks like a temporary file): %w", key, errReservedKey)
 	}
+	if err := d.checkRoot(); err != nil {
+		return err
+	}
 	if opts.IfAbsent && d.lockPath != "" {
 		unlock, err := flockFile(d.lockPath)
 		if err != nil {
@@ -125,14 +136,45 @@ func (d *gocloudDriver) Put(ctx context.Context, key string, r io.Reader, size i
 	defer cancel()
 	w, err := d.b.NewWriter(wctx, key, &blob.WriterOptions{IfNotExist: opts.IfAbsent, ContentType: "application/octet-stream"})
 	if err != nil {
-		return err
+		return putError(key, err)
 	}
 	if _, err := io.Copy(w, r); err != nil {
 		cancel()
 		_ = w.Close()
-		return err
+		return putError(key, err)
 	}
-	return w.Close()
+	return putError(key, w.Close())
+}
+
+// checkRoot fails when a file:// store's directory no longer exists or is
+// no longer a directory (moved away, deleted, its filesystem unmounted):
+// fileblob would otherwise recreate it, and writes would land in an empty
+// stray directory. A directory that disappears between the check and the
+// write can still be recreated; writers that commit verify the volume's
+// identity (snapshot.Repo.CheckVolume), so nothing is committed there.
+func (d *gocloudDriver) checkRoot() error {
+	if d.dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(d.dir)
+	if err == nil && fi.IsDir() {
+		return nil
+	}
+	if err == nil {
+		err = syscall.ENOTDIR
+	}
+	return fmt.Errorf("store directory %s is gone (moved, deleted, or its filesystem unmounted?); not recreating it: %w: %w", d.dir, errStoreGone, err)
+}
+
+// putError marks a failed write whose key runs through a file ("a/b" when
+// "a" is an object, or the store directory replaced by a file): mkdir fails
+// with ENOTDIR, which for a read means "no such object" but for a write is
+// a permanent failure, not a missing object.
+func putError(key string, err error) error {
+	if err != nil && errors.Is(err, syscall.ENOTDIR) {
+		return fmt.Errorf("cannot write %q: a file is in the way of its directory: %w: %w", key, errPathBlocked, err)
+	}
+	return err
 }
 
 func flockFile(path string) (func(), error) {
@@ -202,14 +244,19 @@ func (d *gocloudDriver) Delete(ctx context.Context, key string) error {
 	return d.b.Delete(ctx, key)
 }
 
-var errReservedKey = errors.New("reserved key")
+var (
+	errReservedKey = errors.New("reserved key")
+	errStoreGone   = errors.New("store directory missing")
+	errPathBlocked = errors.New("path blocked by a file")
+)
 
 func (d *gocloudDriver) Classify(err error) Kind {
-	if errors.Is(err, errReservedKey) {
+	if errors.Is(err, errReservedKey) || errors.Is(err, errStoreGone) || errors.Is(err, errPathBlocked) {
 		return KindPermanent
 	}
 	if errors.Is(err, syscall.ENOTDIR) {
-		// file://: a key below an object ("a/b" when "a" is a file).
+		// file://, reading: a key below an object ("a/b" when "a" is a
+		// file) does not exist. Writes never get here (see putError).
 		return KindNotFound
 	}
 	switch gcerrors.Code(err) {

@@ -53,7 +53,7 @@ var _ Driver = (*s3Driver)(nil)
 // s3Query lists the query options an s3:// URL accepts.
 var s3Query = map[string]bool{"endpoint": true, "region": true, "path_style": true, "profile": true}
 
-func openS3(ctx context.Context, u *url.URL) (Driver, string, error) {
+func openS3(ctx context.Context, u *url.URL, _ bool) (Driver, string, error) {
 	show := storeURL(u)
 	bucket := u.Host
 	if bucket == "" {

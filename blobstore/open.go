@@ -11,7 +11,8 @@ import (
 
 // opener builds a driver for a parsed URL. It returns the driver and the key
 // prefix (without leading or trailing '/') that the URL's path selects.
-type opener func(ctx context.Context, u *url.URL) (drv Driver, prefix string, err error)
+// create is Options.Create.
+type opener func(ctx context.Context, u *url.URL, create bool) (drv Driver, prefix string, err error)
 
 // openers is filled by the driver files of this package, keyed by scheme.
 var openers = map[string]opener{}
@@ -30,7 +31,7 @@ func Schemes() []string {
 
 // Open returns a Store for a URL:
 //
-//	file:///abs/path            a directory on the local disk (created if missing)
+//	file:///abs/path            a directory on the local disk (see Options.Create)
 //	mem://[name][/prefix]       a process-local in-memory store (for tests);
 //	                            stores opened with the same name share objects
 //	s3://[KEY:SECRET@]bucket[/prefix][?endpoint=URL&region=R&path_style=true&profile=P]
@@ -47,9 +48,10 @@ func Schemes() []string {
 //
 // A malformed URL, an unknown scheme, a missing bucket or missing
 // credentials is a KindPermanent *Error that names the URL (without
-// credentials) and says what to do.
+// credentials) and says what to do; so is a file:// directory that does not
+// exist, unless opts.Create is set. No other call ever creates a store.
 func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
-	u, drv, prefix, err := openDriver(ctx, rawURL)
+	u, drv, prefix, err := openDriver(ctx, rawURL, opts.Create)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +75,8 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 // OpenDriver builds the driver for a URL, as Open does, without the Store
 // around it. It returns the key prefix the URL's path selects (no leading or
 // trailing '/'; "" for none), which the caller applies with Store.Sub. The
-// caller owns the driver and must Close it. Errors are those of Open.
+// caller owns the driver and must Close it. Errors are those of Open (with
+// Options.Create unset: a missing file:// directory is an error).
 //
 // It is meant for composing stores in tests, e.g. a retrying Store over a
 // fault-injecting driver:
@@ -83,7 +86,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 //
 // Options.WrapDriver does the same through Open in one call.
 func OpenDriver(ctx context.Context, rawURL string) (drv Driver, prefix string, err error) {
-	_, drv, prefix, err = openDriver(ctx, rawURL)
+	_, drv, prefix, err = openDriver(ctx, rawURL, false)
 	return drv, prefix, err
 }
 
@@ -97,7 +100,7 @@ func DisplayURL(rawURL string) string {
 	return storeURL(u)
 }
 
-func openDriver(ctx context.Context, rawURL string) (*url.URL, Driver, string, error) {
+func openDriver(ctx context.Context, rawURL string, create bool) (*url.URL, Driver, string, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, nil, "", &Error{Op: "open", URL: redact(rawURL), Kind: KindPermanent,
@@ -112,7 +115,7 @@ func openDriver(ctx context.Context, rawURL string) (*url.URL, Driver, string, e
 		return nil, nil, "", &Error{Op: "open", URL: redactURL(u), Kind: KindPermanent,
 			Err: fmt.Errorf("unknown scheme %q: use one of %s", u.Scheme, strings.Join(Schemes(), "://, ")+"://")}
 	}
-	drv, prefix, err := o(ctx, u)
+	drv, prefix, err := o(ctx, u, create)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {

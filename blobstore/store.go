@@ -33,6 +33,15 @@ type Options struct {
 	MaxConcurrency int
 	// Metrics receives the counters; nil means a new, private Metrics.
 	Metrics *Metrics
+	// Create lets Open create the store where the URL names something
+	// missing that the driver can create: the directory of a file:// URL
+	// (and its parents). Only creating a volume sets it (`agentfs init`,
+	// the embedded default store's first use). Without it a missing
+	// file:// directory is an error, and no Store call ever creates one:
+	// writes to a store directory that disappeared (moved, deleted, an
+	// unmounted filesystem) fail instead of recreating it. Other drivers
+	// ignore it (buckets are never created).
+	Create bool
 	// WrapDriver, when set, is applied by Open to the driver it builds
 	// before the Store is assembled around it: the retries, limit and
 	// metrics of the Store then see the wrapped driver. Tests use it to

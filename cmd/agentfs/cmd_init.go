@@ -36,7 +36,7 @@ It fails if URL already holds a volume.`,
 				}
 			}
 			ctx := cmd.Context()
-			store, err := blobstore.Open(ctx, url, blobstore.Options{})
+			store, err := blobstore.Open(ctx, url, blobstore.Options{Create: true})
 			if err != nil {
 				return err
 			}

@@ -80,7 +80,7 @@ func writeCacheInfo(dir, url, branch string) {
 // otherwise that is an error that says to run `agentfs init`. The caller
 // closes the store.
 func openRepo(ctx context.Context, url string, autoInit bool) (*blobstore.Store, *snapshot.Repo, error) {
-	store, err := blobstore.Open(ctx, url, blobstore.Options{})
+	store, err := blobstore.Open(ctx, url, blobstore.Options{Create: autoInit})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -38,7 +38,7 @@ const ChunkSize = 64 << 10
 func InitVolume(t testing.TB, url string) (*blobstore.Store, *snapshot.Repo) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := blobstore.Open(ctx, url, blobstore.Options{})
+	s, err := blobstore.Open(ctx, url, blobstore.Options{Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}
