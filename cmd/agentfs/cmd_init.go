@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentfs/agentfs/blobstore"
+	"github.com/agentfs/agentfs/internal/mountproc"
 )
 
 func init() { subcommands = append(subcommands, newInitCmd) }
@@ -31,7 +32,7 @@ It fails if URL already holds a volume.`,
 				url = args[0]
 			} else {
 				var err error
-				if url, err = defaultStoreURL(); err != nil {
+				if url, err = mountproc.DefaultStoreURL(); err != nil {
 					return err
 				}
 			}
@@ -41,7 +42,7 @@ It fails if URL already holds a volume.`,
 				return err
 			}
 			defer func() { _ = store.Close() }()
-			created, err := initVolume(ctx, store)
+			created, err := mountproc.InitVolume(ctx, store)
 			if err != nil {
 				return fmt.Errorf("init %s: %w", store.URL(), err)
 			}

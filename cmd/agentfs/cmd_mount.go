@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -22,6 +21,7 @@ import (
 	"github.com/agentfs/agentfs/cache"
 	afs "github.com/agentfs/agentfs/fs"
 	"github.com/agentfs/agentfs/fs/control"
+	"github.com/agentfs/agentfs/internal/mountproc"
 	"github.com/agentfs/agentfs/overlay"
 	"github.com/agentfs/agentfs/snapshot"
 )
@@ -144,7 +144,7 @@ type mountTarget struct {
 func resolveMount(ctx context.Context, url, mnt string, f mountFlags, stderr io.Writer) (mountTarget, error) {
 	t := mountTarget{url: url}
 	if t.url == "" {
-		u, err := defaultStoreURL()
+		u, err := mountproc.DefaultStoreURL()
 		if err != nil {
 			return t, err
 		}
@@ -154,22 +154,9 @@ func resolveMount(ctx context.Context, url, mnt string, f mountFlags, stderr io.
 	if err != nil {
 		return t, err
 	}
-	stale := false
-	if on, _ := afs.IsMountPoint(abs); on {
-		// An agentfs mount whose server does not answer its socket is
-		// stale even while the kernel still answers stat from its cache.
-		if _, ferr := control.Find(ctx, abs); errors.Is(ferr, control.ErrNotRunning) {
-			if err := afs.Unmount(abs, true); err != nil && !errors.Is(err, afs.ErrNotMounted) {
-				return t, fmt.Errorf("clean up the stale mount on %s: %w", abs, err)
-			}
-			stale = true
-		}
-	}
-	if !stale {
-		var err error
-		if stale, err = afs.CleanStale(abs); err != nil {
-			return t, err
-		}
+	stale, err := mountproc.CleanStale(ctx, abs)
+	if err != nil {
+		return t, err
 	}
 	if stale {
 		_, _ = fmt.Fprintf(stderr, "agentfs: cleaned up a stale mount on %s (its server had died)\n", abs)
@@ -269,103 +256,54 @@ func newMountLogger(w io.Writer, debug bool) *slog.Logger {
 // startBackground runs the server as a new session of this executable and
 // waits until it reports the mount ready (or failed).
 func startBackground(ctx context.Context, t mountTarget, f mountFlags, stderr io.Writer) error {
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find the agentfs executable: %w", err)
-	}
-	logPath := filepath.Join(t.cacheDir, "mount.log")
-	if st, err := os.Stat(logPath); err == nil && st.Size() > 16<<20 {
-		_ = os.Rename(logPath, logPath+".1")
-	}
-	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("mount log: %w", err)
-	}
-	defer logf.Close()
-	r, w, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	args := []string{"mount", "--ready-fd=3", "--cache-dir=" + t.cacheDir,
-		"--checkpoint-interval=" + f.checkpointInterval.String()}
+	flags := []string{"--checkpoint-interval=" + f.checkpointInterval.String()}
 	if f.branchSet {
-		args = append(args, "--branch="+f.branch)
+		flags = append(flags, "--branch="+f.branch)
 	}
 	if v := t.virtual; v != nil {
 		// Resolved: the server runs in "/", and derives no name of its own.
-		args = append(args, "--virtual", "--name="+v.name)
+		flags = append(flags, "--virtual", "--name="+v.name)
 		if v.baseArg != "" {
-			args = append(args, "--base="+v.baseArg)
+			flags = append(flags, "--base="+v.baseArg)
 		}
 	}
 	if f.readOnly {
-		args = append(args, "--read-only")
+		flags = append(flags, "--read-only")
 	}
 	if f.cacheSize > 0 {
-		args = append(args, "--cache-size="+strconv.FormatInt(f.cacheSize, 10))
+		flags = append(flags, "--cache-size="+strconv.FormatInt(f.cacheSize, 10))
 	}
 	if f.debug {
-		args = append(args, "--debug")
+		flags = append(flags, "--debug")
 	}
 	if f.pprof != "" {
-		args = append(args, "--pprof="+f.pprof)
+		flags = append(flags, "--pprof="+f.pprof)
 	}
 	if f.metrics != "" {
-		args = append(args, "--metrics="+f.metrics)
+		flags = append(flags, "--metrics="+f.metrics)
 	}
 	if f.tune != "" {
-		args = append(args, "--tune="+f.tune)
+		flags = append(flags, "--tune="+f.tune)
 	}
-	args = append(args, t.mnt)
-	c := exec.Command(exe, args...)
-	c.Dir = "/"
-	c.Env = os.Environ()
+	spec := mountproc.Spec{MountPoint: t.mnt, CacheDir: t.cacheDir, Flags: flags}
 	if !t.isDefault {
-		// Through the environment, not argv: a URL may carry credentials,
-		// and any user can read another's command line.
-		c.Env = append(c.Env, mountURLEnv+"="+t.url)
+		spec.URL = t.url
 	}
-	c.Stdout, c.Stderr = logf, logf
-	c.ExtraFiles = []*os.File{w}
-	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := c.Start(); err != nil {
-		_ = w.Close()
-		return fmt.Errorf("start the mount server: %w", err)
+	p, err := mountproc.Start(ctx, spec)
+	if err != nil {
+		return err
 	}
-	_ = w.Close()
-	exited := make(chan error, 1)
-	go func() { exited <- c.Wait() }()
-	msg, _ := io.ReadAll(io.LimitReader(r, 64<<10))
-	reply := strings.TrimSpace(string(msg))
-	if reply == "ok" {
-		what := blobDisplay(t.url)
-		if t.virtual != nil {
-			what = "virtual workspace " + t.virtual.name + " of " + what
-		}
-		_, _ = fmt.Fprintf(stderr, "agentfs: mounted %s on %s (server pid %d, log %s)\n",
-			what, t.mnt, c.Process.Pid, logPath)
-		return nil
+	what := blobDisplay(t.url)
+	if t.virtual != nil {
+		what = "virtual workspace " + t.virtual.name + " of " + what
 	}
-	select {
-	case err := <-exited:
-		if reply == "" {
-			reply = fmt.Sprintf("the mount server exited (%v) before the mount was ready; see %s", err, logPath)
-		}
-	case <-time.After(5 * time.Second):
-		_ = c.Process.Kill()
-		if reply == "" {
-			reply = "the mount server closed its readiness pipe without an answer; see " + logPath
-		}
-	case <-ctx.Done():
-		_ = c.Process.Signal(syscall.SIGTERM)
-		return ctx.Err()
-	}
-	return errors.New(reply)
+	_, _ = fmt.Fprintf(stderr, "agentfs: mounted %s on %s (server pid %d, log %s)\n",
+		what, t.mnt, p.PID, p.Log)
+	return nil
 }
 
 // mountURLEnv passes the store URL from `agentfs mount -d` to its server.
-const mountURLEnv = "AGENTFS_MOUNT_URL"
+const mountURLEnv = mountproc.URLEnv
 
 // serveBackground is the server side of --background: it serves the mount
 // and tells the parent on fd f.readyFD whether the mount is ready ("ok")
@@ -493,7 +431,7 @@ func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logge
 	if err != nil {
 		return err
 	}
-	store, repo, err := openRepo(ctx, t.url, t.isDefault)
+	store, repo, err := mountproc.OpenRepo(ctx, t.url, t.isDefault)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,31 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentfs/agentfs/blobstore"
-	"github.com/agentfs/agentfs/snapshot"
 )
-
-// defaultStoreDir is the directory of the embedded default store:
-// $XDG_DATA_HOME/agentfs/default, or ~/.local/share/agentfs/default.
-func defaultStoreDir() (string, error) {
-	base := os.Getenv("XDG_DATA_HOME")
-	if base == "" || !filepath.IsAbs(base) {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("find the default store: %w (set XDG_DATA_HOME or HOME, or give a store URL)", err)
-		}
-		base = filepath.Join(home, ".local", "share")
-	}
-	return filepath.Join(base, "agentfs", "default"), nil
-}
-
-// defaultStoreURL is the file:// URL of the embedded default store.
-func defaultStoreURL() (string, error) {
-	dir, err := defaultStoreDir()
-	if err != nil {
-		return "", err
-	}
-	return "file://" + dir, nil
-}
 
 // mountCacheRoot is where cache directories are made when --cache-dir is
 // not given: $XDG_CACHE_HOME/agentfs/mounts, or ~/.cache/agentfs/mounts.
@@ -73,59 +48,6 @@ func defaultCacheDir(url, branch string) (string, error) {
 func writeCacheInfo(dir, url, branch string) {
 	text := fmt.Sprintf("agentfs cache directory\nstore:  %s\nbranch: %s\n", blobstore.DisplayURL(url), branch)
 	_ = os.WriteFile(filepath.Join(dir, "info.txt"), []byte(text), 0o600)
-}
-
-// openRepo opens the store at url and the volume in it. With autoInit (the
-// embedded default store), a store without a volume gets one first;
-// otherwise that is an error that says to run `agentfs init`. The caller
-// closes the store.
-func openRepo(ctx context.Context, url string, autoInit bool) (*blobstore.Store, *snapshot.Repo, error) {
-	store, err := blobstore.Open(ctx, url, blobstore.Options{Create: autoInit})
-	if err != nil {
-		return nil, nil, err
-	}
-	repo, err := snapshot.Open(ctx, store)
-	if errors.Is(err, snapshot.ErrNoVolume) && autoInit {
-		if _, err = initVolume(ctx, store); err == nil {
-			repo, err = snapshot.Open(ctx, store)
-		}
-	}
-	if err != nil {
-		_ = store.Close()
-		return nil, nil, err
-	}
-	return store, repo, nil
-}
-
-// initVolume makes store hold a volume with branch main, whose first
-// commit is an empty root directory owned by the calling user (what
-// `agentfs init` does). It finishes a volume whose first commit is missing
-// (an init that was interrupted). created is false if the volume and its
-// branch already existed, which is no error here.
-func initVolume(ctx context.Context, store *blobstore.Store) (created bool, err error) {
-	now := time.Now()
-	repo, err := snapshot.Init(ctx, store, snapshot.NewConfig(now))
-	if errors.Is(err, snapshot.ErrVolumeExists) {
-		repo, err = snapshot.Open(ctx, store)
-	}
-	if err != nil {
-		return false, err
-	}
-	defer repo.Close()
-	if _, err := repo.HeadSeq(ctx, snapshot.DefaultBranch); err == nil {
-		return false, nil
-	} else if !errors.Is(err, snapshot.ErrNoCommits) {
-		return false, err
-	}
-	host, _ := os.Hostname()
-	_, err = repo.CreateBranchEmpty(ctx, snapshot.DefaultBranch, 0o755, uint32(os.Getuid()), uint32(os.Getgid()), now, host, "agentfs init")
-	if errors.Is(err, snapshot.ErrCommitExists) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("create the first commit of %s: %w", store.URL(), err)
-	}
-	return true, nil
 }
 
 // isTerminal reports whether f is a terminal.

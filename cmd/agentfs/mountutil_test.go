@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentfs/agentfs/internal/mountproc"
 )
 
 func TestParseByteSize(t *testing.T) {
@@ -22,7 +24,7 @@ func TestParseByteSize(t *testing.T) {
 func TestDefaultDirs(t *testing.T) {
 	t.Setenv("XDG_DATA_HOME", "/data")
 	t.Setenv("XDG_CACHE_HOME", "/cache")
-	if u, err := defaultStoreURL(); err != nil || u != "file:///data/agentfs/default" {
+	if u, err := mountproc.DefaultStoreURL(); err != nil || u != "file:///data/agentfs/default" {
 		t.Errorf("defaultStoreURL: %q, %v", u, err)
 	}
 	a, err := defaultCacheDir("s3://k:secret@b/p?region=x", "main")
@@ -40,7 +42,7 @@ func TestDefaultDirs(t *testing.T) {
 	}
 	t.Setenv("XDG_DATA_HOME", "")
 	t.Setenv("HOME", "/home/u")
-	if d, err := defaultStoreDir(); err != nil || d != "/home/u/.local/share/agentfs/default" {
+	if d, err := mountproc.DefaultStoreDir(); err != nil || d != "/home/u/.local/share/agentfs/default" {
 		t.Errorf("defaultStoreDir without XDG_DATA_HOME: %q, %v", d, err)
 	}
 }

@@ -1,0 +1,242 @@
+// Package mountproc starts and finds agentfs mount server processes: the
+// embedded default store, initializing a volume, starting `agentfs mount`
+// in a process of its own and waiting until its mount is ready, and
+// cleaning up a stale mount left by a server that was killed.
+//
+// It is shared by the agentfs command (`agentfs mount -d`, `agentfs run`)
+// and by the serve daemon's workspace manager, so both start mount
+// servers the same way. A process that calls Start never serves the mount
+// itself: the mount is served by the child.
+package mountproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentfs/agentfs/blobstore"
+	afs "github.com/agentfs/agentfs/fs"
+	"github.com/agentfs/agentfs/fs/control"
+	"github.com/agentfs/agentfs/snapshot"
+)
+
+// URLEnv passes the store URL to a mount server started by Start: through
+// the environment, not argv, since a URL may carry credentials and any
+// user can read another's command line.
+const URLEnv = "AGENTFS_MOUNT_URL"
+
+// DefaultStoreDir is the directory of the embedded default store:
+// $XDG_DATA_HOME/agentfs/default, or ~/.local/share/agentfs/default.
+func DefaultStoreDir() (string, error) {
+	base := os.Getenv("XDG_DATA_HOME")
+	if base == "" || !filepath.IsAbs(base) {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("find the default store: %w (set XDG_DATA_HOME or HOME, or give a store URL)", err)
+		}
+		base = filepath.Join(home, ".local", "share")
+	}
+	return filepath.Join(base, "agentfs", "default"), nil
+}
+
+// DefaultStoreURL is the file:// URL of the embedded default store.
+func DefaultStoreURL() (string, error) {
+	dir, err := DefaultStoreDir()
+	if err != nil {
+		return "", err
+	}
+	return "file://" + dir, nil
+}
+
+// OpenRepo opens the store at url and the volume in it. With autoInit (the
+// embedded default store), a store without a volume gets one first
+// (InitVolume); otherwise that is an error matching snapshot.ErrNoVolume.
+// The caller closes the repo and then the store.
+func OpenRepo(ctx context.Context, url string, autoInit bool) (*blobstore.Store, *snapshot.Repo, error) {
+	store, err := blobstore.Open(ctx, url, blobstore.Options{Create: autoInit})
+	if err != nil {
+		return nil, nil, err
+	}
+	repo, err := snapshot.Open(ctx, store)
+	if errors.Is(err, snapshot.ErrNoVolume) && autoInit {
+		if _, err = InitVolume(ctx, store); err == nil {
+			repo, err = snapshot.Open(ctx, store)
+		}
+	}
+	if err != nil {
+		_ = store.Close()
+		return nil, nil, err
+	}
+	return store, repo, nil
+}
+
+// InitVolume makes store hold a volume with branch main, whose first
+// commit is an empty root directory owned by the calling user (what
+// `agentfs init` does). It finishes a volume whose first commit is missing
+// (an init that was interrupted). created is false if the volume and its
+// branch already existed, which is no error here.
+func InitVolume(ctx context.Context, store *blobstore.Store) (created bool, err error) {
+	now := time.Now()
+	repo, err := snapshot.Init(ctx, store, snapshot.NewConfig(now))
+	if errors.Is(err, snapshot.ErrVolumeExists) {
+		repo, err = snapshot.Open(ctx, store)
+	}
+	if err != nil {
+		return false, err
+	}
+	defer repo.Close()
+	if _, err := repo.HeadSeq(ctx, snapshot.DefaultBranch); err == nil {
+		return false, nil
+	} else if !errors.Is(err, snapshot.ErrNoCommits) {
+		return false, err
+	}
+	host, _ := os.Hostname()
+	_, err = repo.CreateBranchEmpty(ctx, snapshot.DefaultBranch, 0o755, uint32(os.Getuid()), uint32(os.Getgid()), now, host, "agentfs init")
+	if errors.Is(err, snapshot.ErrCommitExists) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("create the first commit of %s: %w", store.URL(), err)
+	}
+	return true, nil
+}
+
+// CleanStale unmounts a stale agentfs mount on mnt: one whose server does
+// not answer its control socket (it was killed), even while the kernel
+// still answers stat from its cache, and any other mount that no longer
+// answers ("transport endpoint is not connected"). It reports whether it
+// cleaned one up. A live mount is left alone.
+func CleanStale(ctx context.Context, mnt string) (bool, error) {
+	if on, _ := afs.IsMountPoint(mnt); on {
+		if _, err := control.Find(ctx, mnt); errors.Is(err, control.ErrNotRunning) {
+			if err := afs.Unmount(mnt, true); err != nil && !errors.Is(err, afs.ErrNotMounted) {
+				return false, fmt.Errorf("clean up the stale mount on %s: %w", mnt, err)
+			}
+			return true, nil
+		}
+	}
+	return afs.CleanStale(mnt)
+}
+
+// Spec says which mount server Start runs.
+type Spec struct {
+	// Exe is the agentfs executable; "" means this process's own.
+	Exe string
+	// URL of the store; "" lets the server use the embedded default store.
+	URL string
+	// MountPoint is the directory to mount on (absolute).
+	MountPoint string
+	// CacheDir is the mount's cache directory (absolute; created if
+	// missing). The server's log is mount.log in it.
+	CacheDir string
+	// Flags are further `agentfs mount` flags (--branch, --virtual, ...).
+	Flags []string
+	// Env is the server's environment; nil means this process's.
+	Env []string
+}
+
+// Process is a mount server started by Start.
+type Process struct {
+	// PID is the server's process id.
+	PID int
+	// Log is the path of the server's log file.
+	Log string
+
+	exited chan struct{}
+}
+
+// Exited is closed once the server process has exited (and was reaped).
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// readyTimeout bounds the wait for the server's exit after it closed its
+// readiness pipe without an answer.
+const readyTimeout = 5 * time.Second
+
+// Start runs `agentfs mount --ready-fd=3 --cache-dir=DIR FLAGS MOUNTPOINT`
+// as a new session (so signals to the caller's process group do not reach
+// it), with its output appended to mount.log in the cache directory, and
+// waits until it reports the mount ready: then the mount answers on its
+// mount point and control socket. A server that fails reports why, and
+// that is Start's error. When ctx ends first, the server is asked to stop
+// (SIGTERM) and ctx's error returned. The caller's process reaps the
+// server when it exits (see Process.Exited); it stays running when the
+// caller exits.
+func Start(ctx context.Context, s Spec) (*Process, error) {
+	exe := s.Exe
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("find the agentfs executable: %w", err)
+		}
+	}
+	if err := os.MkdirAll(s.CacheDir, 0o700); err != nil {
+		return nil, fmt.Errorf("cache dir: %w", err)
+	}
+	logPath := filepath.Join(s.CacheDir, "mount.log")
+	if st, err := os.Stat(logPath); err == nil && st.Size() > 16<<20 {
+		_ = os.Rename(logPath, logPath+".1")
+	}
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("mount log: %w", err)
+	}
+	defer logf.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	args := append([]string{"mount", "--ready-fd=3", "--cache-dir=" + s.CacheDir}, s.Flags...)
+	args = append(args, s.MountPoint)
+	c := exec.Command(exe, args...)
+	c.Dir = "/"
+	c.Env = s.Env
+	if c.Env == nil {
+		c.Env = os.Environ()
+	}
+	if s.URL != "" {
+		c.Env = append(c.Env, URLEnv+"="+s.URL)
+	}
+	c.Stdout, c.Stderr = logf, logf
+	c.ExtraFiles = []*os.File{w}
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.Start(); err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("start the mount server: %w", err)
+	}
+	_ = w.Close()
+	p := &Process{PID: c.Process.Pid, Log: logPath, exited: make(chan struct{})}
+	waitErr := make(chan error, 1)
+	go func() {
+		err := c.Wait()
+		waitErr <- err
+		close(p.exited)
+	}()
+	msg, _ := io.ReadAll(io.LimitReader(r, 64<<10))
+	reply := strings.TrimSpace(string(msg))
+	if reply == "ok" {
+		return p, nil
+	}
+	select {
+	case err := <-waitErr:
+		if reply == "" {
+			reply = fmt.Sprintf("the mount server exited (%v) before the mount was ready; see %s", err, logPath)
+		}
+	case <-time.After(readyTimeout):
+		_ = c.Process.Kill()
+		if reply == "" {
+			reply = "the mount server closed its readiness pipe without an answer; see " + logPath
+		}
+	case <-ctx.Done():
+		_ = c.Process.Signal(syscall.SIGTERM)
+		return nil, ctx.Err()
+	}
+	return nil, errors.New(reply)
+}
