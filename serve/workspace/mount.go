@@ -1,0 +1,330 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentfs/agentfs/exec"
+	"github.com/agentfs/agentfs/fs/control"
+	"github.com/agentfs/agentfs/internal/mountexec"
+	"github.com/agentfs/agentfs/internal/mountproc"
+)
+
+// Bounds of the mount servers' transitions.
+const (
+	mountTimeout   = 2 * time.Minute  // start a server until its mount is ready
+	unmountTimeout = 10 * time.Minute // sync and unmount (uploads what waits)
+	exitTimeout    = 30 * time.Second // a server's exit after its unmount
+)
+
+// checkpointInterval is the workspaces' mounts' --checkpoint-interval.
+const checkpointInterval = 5 * time.Second
+
+// mounted is a workspace's running mount.
+type mounted struct {
+	pid     int
+	proc    *mountproc.Process // nil for a server adopted from a killed daemon
+	ctl     *control.Client
+	backend *exec.Backend
+}
+
+// alive reports whether the mount's server process still runs.
+func (mt *mounted) alive() bool {
+	if mt.proc != nil {
+		select {
+		case <-mt.proc.Exited():
+			return false
+		default:
+			return true
+		}
+	}
+	return pidAlive(mt.pid)
+}
+
+// pidAlive reports whether process pid runs (a zombie does not: an
+// adopted server's new parent may not reap it at once).
+func pidAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+}
+
+// Handle pins a mounted workspace: while it is held, the workspace is not
+// unmounted for idleness nor evicted by MaxMounted (it is unmounted when
+// its lifetime ends, by Delete never: Delete fails with ErrBusy). Every
+// Handle must be released.
+type Handle struct {
+	// Name is the workspace's name.
+	Name string
+	// MountPoint is where the workspace is mounted (absolute, symlinks
+	// resolved).
+	MountPoint string
+	// Control is the mount's control client (sync, status, history,
+	// virtual diff/commit/discard).
+	Control *control.Client
+	// Backend is a local exec.Backend rooted at MountPoint with the
+	// mount's sync barrier and change tracker. It is shared by every
+	// Handle of this mount; do not Close it (the manager does, at
+	// unmount, which kills the commands still running in it).
+	Backend *exec.Backend
+	// Virtual reports a virtual (copy-on-write) workspace.
+	Virtual bool
+
+	m    *Manager
+	ws   *wsState
+	once sync.Once
+}
+
+// Release unpins the workspace and counts as its last use. Later calls
+// do nothing.
+func (h *Handle) Release() {
+	h.once.Do(func() {
+		h.m.mu.Lock()
+		h.ws.pins--
+		h.ws.lastUsed = h.m.now()
+		h.m.mu.Unlock()
+	})
+}
+
+// Acquire returns a Handle of workspace name, mounting it first when it
+// is not mounted (a mount server is started and Acquire returns once its
+// mount is ready). It fails with ErrNotFound, ErrExpired, ErrBusy (the
+// MaxMounted cap is reached and every mounted workspace is held: it does
+// not wait for one to be released), ErrClosed, or why the mount failed.
+func (m *Manager) Acquire(ctx context.Context, name string) (*Handle, error) {
+	m.mu.Lock()
+	for {
+		if m.closed {
+			m.mu.Unlock()
+			return nil, ErrClosed
+		}
+		ws := m.ws[name]
+		if ws == nil || ws.rec.State == stateDeleting {
+			m.mu.Unlock()
+			return nil, fmt.Errorf("workspace %s: %w", name, ErrNotFound)
+		}
+		if ws.rec.Expired {
+			m.mu.Unlock()
+			return nil, fmt.Errorf("workspace %s: %w", name, ErrExpired)
+		}
+		if ws.op != nil {
+			if !m.waitOpLocked(ctx, ws) {
+				m.mu.Unlock()
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		if ws.mnt != nil && ws.mnt.alive() {
+			ws.pins++
+			ws.lastUsed = m.now()
+			h := &Handle{Name: name, MountPoint: m.mountPoint(name), Control: ws.mnt.ctl, Backend: ws.mnt.backend, Virtual: ws.rec.Virtual, m: m, ws: ws}
+			m.mu.Unlock()
+			return h, nil
+		}
+		// Mount it: first make room under MaxMounted.
+		if again, err := m.makeRoomLocked(ctx); err != nil {
+			m.mu.Unlock()
+			return nil, fmt.Errorf("workspace %s: %w", name, err)
+		} else if again {
+			continue
+		}
+		old := ws.mnt // a server that died by itself: clean up after it
+		ws.op, ws.mounting = make(chan struct{}), true
+		rec := ws.rec
+		m.mu.Unlock()
+		if old != nil {
+			m.log.Warn("mount server died; mounting again", "workspace", name, "pid", old.pid)
+			_ = old.backend.Close()
+		}
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mountTimeout)
+		mt, err := m.mount(mctx, rec)
+		cancel()
+		m.mu.Lock()
+		ws.mnt = mt
+		m.endOpLocked(ws)
+		if err != nil {
+			m.mu.Unlock()
+			return nil, err
+		}
+	}
+}
+
+// makeRoomLocked makes sure one more workspace may be mounted under
+// MaxMounted: it unmounts the least recently used mounted workspace that
+// is not held (releasing mu meanwhile; again is then true: look again),
+// waits for a transition when only that can free a slot, or fails with
+// ErrBusy.
+func (m *Manager) makeRoomLocked(ctx context.Context) (again bool, err error) {
+	if m.cfg.MaxMounted == 0 {
+		return false, nil
+	}
+	n := 0
+	var victim, pending *wsState
+	for _, w := range m.ws {
+		if w.mnt == nil && !w.mounting {
+			continue
+		}
+		n++
+		switch {
+		case w.op != nil:
+			pending = w
+		case w.pins == 0 && (victim == nil || w.lastUsed.Before(victim.lastUsed)):
+			victim = w
+		}
+	}
+	if n < m.cfg.MaxMounted {
+		return false, nil
+	}
+	if victim != nil {
+		m.log.Info("unmounting the least recently used workspace to make room", "workspace", victim.rec.Name, "max_mounted", m.cfg.MaxMounted)
+		m.unmountLocked(ctx, victim)
+		return true, nil
+	}
+	if pending != nil {
+		if !m.waitOpLocked(ctx, pending) {
+			return false, ctx.Err()
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("%d workspaces are mounted (--max-mounted) and all in use: %w", n, ErrBusy)
+}
+
+// unmountLocked syncs and unmounts ws, which is mounted and has no
+// transition, releasing mu meanwhile. A failed unmount leaves it mounted
+// (with a fresh backend) and is logged.
+func (m *Manager) unmountLocked(ctx context.Context, ws *wsState) {
+	mt := ws.mnt
+	ws.op = make(chan struct{})
+	m.mu.Unlock()
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unmountTimeout)
+	err := m.unmount(uctx, ws.rec.Name, mt)
+	cancel()
+	if err != nil {
+		m.log.Error("unmount failed; the workspace stays mounted", "workspace", ws.rec.Name, "err", err)
+		if b, berr := m.newBackend(mt.ctl); berr == nil {
+			mt.backend = b
+		}
+	}
+	m.mu.Lock()
+	if err == nil {
+		ws.mnt = nil
+		ws.rec.LastUsed = ws.lastUsed
+		if err := m.saveRecord(ws.rec); err != nil {
+			m.log.Warn("could not save the record", "workspace", ws.rec.Name, "err", err)
+		}
+	}
+	m.endOpLocked(ws)
+}
+
+// mountPoint is the mount point of workspace name.
+func (m *Manager) mountPoint(name string) string { return filepath.Join(m.wsDir(name), "mnt") }
+
+// cacheDir is the cache directory of workspace name's mount.
+func (m *Manager) cacheDir(name string) string { return filepath.Join(m.wsDir(name), "cache") }
+
+// mount starts the mount server of the workspace of rec and waits until
+// its mount answers.
+func (m *Manager) mount(ctx context.Context, rec record) (*mounted, error) {
+	flags := []string{"--checkpoint-interval=" + checkpointInterval.String()}
+	if rec.Virtual {
+		// The branch exists (Create prepared it): the server takes its
+		// base from it.
+		flags = append(flags, "--virtual", "--name="+rec.Name)
+	} else {
+		flags = append(flags, "--branch="+rec.Branch)
+	}
+	mnt := m.mountPoint(rec.Name)
+	start := time.Now()
+	p, err := mountproc.Start(ctx, mountproc.Spec{
+		Exe: m.cfg.Executable, URL: m.url, MountPoint: mnt, CacheDir: m.cacheDir(rec.Name), Flags: flags,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mount workspace %s: %w", rec.Name, err)
+	}
+	mt, err := m.attach(ctx, mnt, p.PID)
+	if err != nil {
+		_ = syscall.Kill(p.PID, syscall.SIGTERM)
+		<-p.Exited()
+		return nil, fmt.Errorf("mount workspace %s: %w", rec.Name, err)
+	}
+	mt.proc = p
+	m.log.Info("mounted", "workspace", rec.Name, "pid", p.PID, "duration", time.Since(start))
+	return mt, nil
+}
+
+// attach connects to the mount on mnt, served by process pid.
+func (m *Manager) attach(ctx context.Context, mnt string, pid int) (*mounted, error) {
+	ctl, err := control.Find(ctx, mnt)
+	if err != nil {
+		return nil, err
+	}
+	b, err := m.newBackend(ctl)
+	if err != nil {
+		return nil, err
+	}
+	return &mounted{pid: pid, ctl: ctl, backend: b}, nil
+}
+
+// newBackend returns the local backend of the mount ctl serves, with its
+// seams.
+func (m *Manager) newBackend(ctl *control.Client) (*exec.Backend, error) {
+	opts := m.cfg.Exec
+	opts.Syncer = mountexec.Syncer{Client: ctl}
+	opts.ChangeTracker = &mountexec.CheckpointTracker{Client: ctl}
+	b, err := exec.NewLocal(ctl.MountPoint(), opts)
+	if err != nil {
+		return nil, fmt.Errorf("exec backend on %s: %w", ctl.MountPoint(), err)
+	}
+	return b, nil
+}
+
+// unmount closes the mount's backend (killing its commands), syncs and
+// unmounts (lazily when the mount is still busy: then its last users keep
+// it until they close their files) and waits for the server to exit.
+func (m *Manager) unmount(ctx context.Context, name string, mt *mounted) error {
+	if err := mt.backend.Close(); err != nil {
+		m.log.Warn("closing the exec backend", "workspace", name, "err", err)
+	}
+	err := mt.ctl.Unmount(ctx, false)
+	if errors.Is(err, control.ErrBusy) {
+		m.log.Warn("mount busy: detaching it lazily", "workspace", name)
+		err = mt.ctl.Unmount(ctx, true)
+	}
+	if err != nil && mt.alive() {
+		return fmt.Errorf("unmount workspace %s: %w", name, err)
+	}
+	if !m.waitExit(mt) {
+		m.log.Warn("mount server still running after its unmount; killing it", "workspace", name, "pid", mt.pid)
+		_ = syscall.Kill(mt.pid, syscall.SIGKILL)
+	}
+	if _, err := mountproc.CleanStale(ctx, m.mountPoint(name)); err != nil {
+		m.log.Warn("clean up after the unmount", "workspace", name, "err", err)
+	}
+	m.log.Info("unmounted", "workspace", name)
+	return nil
+}
+
+// waitExit waits for the mount's server to exit, for at most exitTimeout.
+func (m *Manager) waitExit(mt *mounted) bool {
+	if mt.proc != nil {
+		select {
+		case <-mt.proc.Exited():
+			return true
+		case <-time.After(exitTimeout):
+			return false
+		}
+	}
+	waitPid(mt.pid)
+	return !pidAlive(mt.pid)
+}

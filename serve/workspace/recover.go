@@ -1,0 +1,120 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/agentfs/agentfs/fs/control"
+	"github.com/agentfs/agentfs/internal/mountproc"
+	"github.com/agentfs/agentfs/snapshot"
+)
+
+// adoptTimeout bounds the question to a mount server left by a killed
+// daemon.
+const adoptTimeout = 5 * time.Second
+
+// recover loads the records and reconciles them with what runs: see Open.
+func (m *Manager) recover(ctx context.Context) error {
+	recs, skipped, err := m.loadRecords()
+	if err != nil {
+		return err
+	}
+	for name, why := range skipped {
+		m.log.Warn("state dir: a workspace directory without a readable record is left alone", "dir", m.wsDir(name), "err", why)
+		// Whatever it is, nothing may stay mounted on its mount point.
+		if _, err := m.recoverMount(ctx, name); err != nil {
+			m.log.Warn("clean up its mount", "dir", m.wsDir(name), "err", err)
+		}
+	}
+	for _, r := range recs {
+		if err := m.recoverOne(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recoverOne reconciles the workspace of record r.
+func (m *Manager) recoverOne(ctx context.Context, r record) error {
+	mt, err := m.recoverMount(ctx, r.Name)
+	if err != nil {
+		return fmt.Errorf("recover workspace %s: %w", r.Name, err)
+	}
+	switch r.State {
+	case stateCreating:
+		// Cut short while creating: the branch was free before, so one
+		// that exists now is this workspace's.
+		if _, err := m.repo.HeadSeq(ctx, r.Branch); err == nil {
+			r.State = stateReady
+			if err := m.saveRecord(r); err != nil {
+				return err
+			}
+			break
+		} else if !errors.Is(err, snapshot.ErrNoCommits) {
+			return fmt.Errorf("recover workspace %s: %w", r.Name, err)
+		}
+		if mt != nil {
+			if err := m.unmount(ctx, r.Name, mt); err != nil {
+				return err
+			}
+		}
+		m.log.Info("removing a workspace whose creation was cut short", "workspace", r.Name)
+		return os.RemoveAll(m.wsDir(r.Name))
+	case stateDeleting:
+		m.log.Info("finishing the removal of a workspace", "workspace", r.Name)
+		if mt != nil {
+			if err := m.unmount(ctx, r.Name, mt); err != nil {
+				return err
+			}
+		}
+		return m.removeWorkspace(ctx, r)
+	}
+	ws := &wsState{rec: r, mnt: mt, lastUsed: r.LastUsed}
+	if mt != nil {
+		ws.lastUsed = m.now()
+	}
+	m.ws[r.Name] = ws
+	return nil
+}
+
+// recoverMount adopts the mount server of workspace name if it still
+// answers on its control socket for its mount point; otherwise it cleans
+// up a stale mount there. It returns the adopted mount, or nil.
+func (m *Manager) recoverMount(ctx context.Context, name string) (*mounted, error) {
+	mnt := m.mountPoint(name)
+	actx, cancel := context.WithTimeout(ctx, adoptTimeout)
+	defer cancel()
+	info, err := control.Dial(filepath.Join(m.cacheDir(name), control.SocketName)).Info(actx)
+	if err == nil && info.MountPoint == mnt {
+		mt, err := m.attach(actx, mnt, info.PID)
+		if err == nil {
+			m.log.Info("adopted the mount server of a previous daemon", "workspace", name, "pid", info.PID)
+			return mt, nil
+		}
+		m.log.Warn("a mount server answers but its mount is not usable; stopping it", "workspace", name, "pid", info.PID, "err", err)
+		if err := control.Dial(filepath.Join(m.cacheDir(name), control.SocketName)).Unmount(actx, true); err != nil {
+			m.log.Warn("unmount", "workspace", name, "err", err)
+		}
+		waitPid(info.PID)
+	}
+	stale, err := mountproc.CleanStale(ctx, mnt)
+	if err != nil {
+		return nil, err
+	}
+	if stale {
+		m.log.Info("cleaned up a stale mount (its server had died; its cache keeps every change for the next mount)", "workspace", name)
+	}
+	return nil, nil
+}
+
+// waitPid waits for process pid to end, for at most exitTimeout.
+func waitPid(pid int) {
+	deadline := time.Now().Add(exitTimeout)
+	for pidAlive(pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
