@@ -3,6 +3,7 @@ package fs
 import (
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -17,7 +18,11 @@ type filesystem struct {
 	readOnly  bool
 	keepCache bool // FOPEN_KEEP_CACHE on file opens
 	dirCache  bool // FOPEN_CACHE_DIR on directory opens
+	atime     Atime
 	ops       opCounters
+	// server is the mount's FUSE server, set once it is mounted, for the
+	// attribute invalidations of touchAtime.
+	server atomic.Pointer[fuse.Server]
 
 	tombMu sync.Mutex
 	// tombs holds the last attributes of directories removed while the

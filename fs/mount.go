@@ -60,6 +60,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Debug logs every FUSE request and reply to Logger (very verbose).
 	Debug bool
+	// Atime says when reads update access times; the zero value is
+	// NoAtime.
+	Atime Atime
 	// Tuning overrides the measured FUSE settings, for experiments
 	// (scripts/mount-perf.sh); the zero value keeps them.
 	Tuning Tuning
@@ -100,13 +103,16 @@ func Mount(mountpoint string, vol *cache.Volume, opts Options) (*Server, error) 
 	if timeout <= 0 {
 		timeout = DefaultCacheTimeout
 	}
-	fsys := &filesystem{vol: vol, log: lg, readOnly: opts.ReadOnly, keepCache: !tun.NoKeepCache, dirCache: !tun.NoDirCache}
+	fsys := &filesystem{vol: vol, log: lg, readOnly: opts.ReadOnly, keepCache: !tun.NoKeepCache, dirCache: !tun.NoDirCache, atime: opts.Atime}
 	caps := uint64(fuse.CAP_HANDLE_KILLPRIV_V2)
 	if tun.Writeback {
 		caps |= fuse.CAP_WRITEBACK_CACHE
 	}
 	root := &node{fsys: fsys}
-	mo := []string{"default_permissions", "noatime"}
+	mo := []string{"default_permissions"}
+	if opts.Atime == NoAtime {
+		mo = append(mo, "noatime")
+	}
 	if opts.ReadOnly {
 		mo = append(mo, "ro")
 	}
@@ -141,11 +147,21 @@ func Mount(mountpoint string, vol *cache.Volume, opts Options) (*Server, error) 
 		RootStableAttr:  &gofs.StableAttr{Ino: cache.RootIno, Gen: 1},
 		Logger:          log.New(slogWriter{lg}, "go-fuse: ", 0),
 	}
+	if opts.Atime == StrictAtime {
+		// fusermount3 (3.14) knows no strictatime: a server running as
+		// root mounts directly, with the flag; otherwise the mount falls
+		// back to fusermount3 and reports relatime (the kernel's default,
+		// as for RelAtime), while the server updates access times
+		// strictly all the same.
+		gopts.DirectMount = true
+		gopts.DirectMountFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_STRICTATIME
+	}
 	raw := &rawFS{RawFileSystem: gofs.NewNodeFS(root, gopts), fsys: fsys}
 	srv, err := fuse.NewServer(raw, mountpoint, &gopts.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
+	fsys.server.Store(srv)
 	go srv.Serve()
 	if err := srv.WaitMount(); err != nil {
 		// The serve loop ends by itself when the mount failed.

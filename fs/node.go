@@ -198,6 +198,10 @@ func (n *node) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _ uin
 	if _, err := n.fsys.vol.Open(ctx, n.ino(), trunc); err != nil {
 		return nil, 0, n.errno("open", err)
 	}
+	if errno := n.touchAtime(ctx, flags); errno != 0 {
+		_ = n.fsys.vol.Release(context.WithoutCancel(ctx), n.ino())
+		return nil, 0, errno
+	}
 	return newHandle(n.ino(), flags), n.fsys.openFlags(trunc), 0
 }
 
@@ -537,6 +541,9 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (_ gofs.FileHand
 	defer n.fsys.ops.done(opOpendir, time.Now(), &errno)
 	if n.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFDIR {
 		return nil, 0, syscall.ENOTDIR
+	}
+	if errno := n.touchAtime(ctx, flags); errno != 0 {
+		return nil, 0, errno
 	}
 	return &dirHandle{n: n}, n.fsys.dirOpenFlags(), 0
 }

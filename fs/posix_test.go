@@ -168,3 +168,37 @@ func TestPOSIXFreeSpace(t *testing.T) {
 		})
 	}
 }
+
+// TestPOSIXAtime runs the atime checks over every writable mount kind with
+// each --atime mode (the default, noatime, runs with the whole suite).
+func TestPOSIXAtime(t *testing.T) {
+	plain := fstest.Start(t, fstest.Options{})
+	if err := os.WriteFile(filepath.Join(plain.Dir, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plain.Unmount(t)
+	if out, err := plain.Agentfs("snapshot", "save", plain.URL, "base"); err != nil {
+		t.Fatalf("snapshot save: %v\n%s", err, out)
+	}
+	for _, mode := range []string{"relatime", "strictatime"} {
+		for kind, o := range map[string]fstest.Options{
+			"File":            {},
+			"VirtualHost":     {Args: []string{"--virtual", "--base", t.TempDir()}},
+			"VirtualSnapshot": {URL: plain.URL, Args: []string{"--virtual", "--base", "snapshot:base"}},
+		} {
+			t.Run(mode+"/"+kind, func(t *testing.T) {
+				o.Args = append(o.Args, "--atime="+mode)
+				m := fstest.Start(t, o)
+				for _, name := range []string{"Atime", "AtimeDropCaches"} {
+					t.Run(name, func(t *testing.T) {
+						dir, err := os.MkdirTemp(m.Dir, name+"-")
+						if err != nil {
+							t.Fatal(err)
+						}
+						posixtest.Checks[name](t, dir)
+					})
+				}
+			})
+		}
+	}
+}

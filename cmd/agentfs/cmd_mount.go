@@ -40,6 +40,7 @@ type mountFlags struct {
 	pprof              string
 	metrics            string
 	tune               string
+	atime              string
 	readyFD            int // internal: the background parent's pipe
 	branchSet          bool
 
@@ -120,6 +121,7 @@ confinement.`,
 	_ = fl.MarkHidden("pprof")
 	fl.StringVar(&f.tune, "tune", "", "override FUSE settings for experiments, e.g. writeback=1,maxwrite=131072 (see scripts/mount-perf.sh)")
 	_ = fl.MarkHidden("tune")
+	fl.StringVar(&f.atime, "atime", "noatime", "when reads update access times: `MODE` noatime (never; the default: an update costs a database write and dirties the file for the next commit), relatime (when the access time is not later than the modification or change time, or a day old; Linux's default on local disks) or strictatime (at every open for reading)")
 	fl.BoolVar(&f.virtual, "virtual", false, "mount a copy-on-write workspace over --base (see `agentfs diff`, `commit`, `discard`)")
 	fl.StringVar(&f.base, "base", "", "with --virtual: what the workspace is over, a `REF` (snapshot:NAME, branch:NAME[@SEQ], NAME) or a host directory (a path with a '/': ./proj, /src/proj); default: the head of --branch")
 	fl.StringVar(&f.name, "name", "", "with --virtual: the workspace's `NAME` (default: derived from this host and the mount point, so mounting there again finds its changes)")
@@ -221,6 +223,9 @@ func within(path, dir string) bool {
 func runMount(cmd *cobra.Command, url, mnt string, f mountFlags) error {
 	ctx := cmd.Context()
 	stderr := cmd.ErrOrStderr()
+	if _, err := afs.ParseAtime(f.atime); err != nil {
+		return fmt.Errorf("--atime: %w", err)
+	}
 	if f.readyFD > 0 {
 		return serveBackground(ctx, url, mnt, f)
 	}
@@ -285,6 +290,7 @@ func startBackground(ctx context.Context, t mountTarget, f mountFlags, stderr io
 	if f.tune != "" {
 		flags = append(flags, "--tune="+f.tune)
 	}
+	flags = append(flags, "--atime="+f.atime)
 	spec := mountproc.Spec{MountPoint: t.mnt, CacheDir: t.cacheDir, Flags: flags}
 	if !t.isDefault {
 		spec.URL = t.url
@@ -431,6 +437,10 @@ func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logge
 	if err != nil {
 		return err
 	}
+	atime, err := afs.ParseAtime(f.atime)
+	if err != nil {
+		return err
+	}
 	store, repo, err := mountproc.OpenRepo(ctx, t.url, t.isDefault)
 	if err != nil {
 		return err
@@ -493,6 +503,7 @@ func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logge
 		Logger:     lg,
 		Debug:      f.debug,
 		Tuning:     tuning,
+		Atime:      atime,
 	})
 	if err != nil {
 		return fmt.Errorf("%w (is fuse3 installed and /dev/fuse usable? see scripts/setup-fuse.sh)", err)

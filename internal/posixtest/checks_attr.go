@@ -407,6 +407,30 @@ func checkAtime(t *testing.T, dir string) {
 	}
 }
 
+// checkAtimeDropCaches (root): the access times that reads set (as the
+// mount's atime option says) are the filesystem's, not only the kernel's:
+// they are the same after the kernel dropped its caches.
+func checkAtimeDropCaches(t *testing.T, dir string) {
+	needRoot(t, "dropping the kernel's caches")
+	f, d := join(dir, "f"), join(dir, "d")
+	writeFile(t, f, []byte("data"), 0o644)
+	ok(t, "mkdir", unix.Mkdir(d, 0o755))
+	setPast(t, f)
+	setPast(t, d)
+	ok(t, "read", readPlain(f))
+	listDir(t, d)
+	wantF, wantD := lstat(t, f), lstat(t, d)
+	dropCaches(t)
+	for _, c := range []struct {
+		path string
+		want unix.Stat_t
+	}{{f, wantF}, {d, wantD}} {
+		if got := lstat(t, c.path); ts(got.Atim) != ts(c.want.Atim) || ts(got.Ctim) != ts(c.want.Ctim) {
+			t.Errorf("%s: after dropping caches atime %d ctime %d, before %d %d", c.path, ts(got.Atim), ts(got.Ctim), ts(c.want.Atim), ts(c.want.Ctim))
+		}
+	}
+}
+
 // checkMkfifo: mkfifo and mknod(S_IFIFO) make FIFOs that work as pipes
 // (non-blocking open, write, read, EOF; ENXIO for a writer without reader),
 // with size 0 and rdev 0.

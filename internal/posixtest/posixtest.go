@@ -52,6 +52,7 @@ var Checks = map[string]func(t *testing.T, dir string){
 	"Utimens":                checkUtimens,
 	"TimestampUpdates":       checkTimestampUpdates,
 	"Atime":                  checkAtime,
+	"AtimeDropCaches":        checkAtimeDropCaches,
 	"Mkfifo":                 checkMkfifo,
 	"MknodDevice":            checkMknodDevice,
 	"UnixSocket":             checkUnixSocket,
@@ -77,7 +78,7 @@ var Checks = map[string]func(t *testing.T, dir string){
 // RootChecks lists the checks of Checks that need root (CAP_CHOWN, CAP_MKNOD,
 // CAP_SETUID). Run as another user they report the missing privilege through
 // testenv.Missing: a failure under CI=true, a skip with the reason elsewhere.
-var RootChecks = []string{"Chown", "SetgidDir", "MknodDevice", "PermissionsAsOtherUser", "KillPrivData"}
+var RootChecks = []string{"Chown", "SetgidDir", "MknodDevice", "PermissionsAsOtherUser", "KillPrivData", "AtimeDropCaches"}
 
 // Options selects what Run runs. The zero value runs every check of Checks,
 // one after another.

@@ -296,3 +296,13 @@ func listDir(t testing.TB, dir string) []string {
 
 // join is filepath.Join, shorter.
 func join(elem ...string) string { return filepath.Join(elem...) }
+
+// dropCaches makes the kernel forget the dentries, inodes and pages it can
+// (echo 3 > /proc/sys/vm/drop_caches), so that what a check reads next
+// comes from the filesystem itself. Needs root.
+func dropCaches(t testing.TB) {
+	t.Helper()
+	needRoot(t, "dropping the kernel's caches")
+	unix.Sync()
+	ok(t, "drop caches", os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0))
+}
