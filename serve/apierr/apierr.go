@@ -21,7 +21,6 @@ import (
 	"github.com/agentfs/agentfs/blobstore"
 	"github.com/agentfs/agentfs/cache"
 	"github.com/agentfs/agentfs/exec"
-	afs "github.com/agentfs/agentfs/fs"
 	"github.com/agentfs/agentfs/fs/control"
 	"github.com/agentfs/agentfs/overlay"
 	"github.com/agentfs/agentfs/snapshot"
@@ -132,8 +131,7 @@ var table = []entry{
 	{"fs/control.ErrNotMount", control.ErrNotMount, Unavailable},
 	{"fs/control.ErrNotRunning", control.ErrNotRunning, Unavailable},
 	{"fs/control.ErrNoHistory", control.ErrNoHistory, Unavailable},
-	{"fs.ErrBusy", afs.ErrBusy, Busy}, // control.ErrBusy
-	{"fs.ErrNotMounted", afs.ErrNotMounted, Unavailable},
+	{"fs/control.ErrBusy", control.ErrBusy, Busy}, // fs.ErrBusy
 
 	// snapshot (history).
 	{"snapshot.ErrBadName", snapshot.ErrBadName, InvalidArgument},

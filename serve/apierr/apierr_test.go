@@ -19,10 +19,11 @@ import (
 )
 
 // sentinelPackages are the packages (directories relative to the module
-// root) whose sentinel errors a request can meet. cache is not listed: its
-// errors reach the daemon as errno values through the kernel, or as the
-// one sentinel the control socket carries (cache.ErrReadOnly).
-var sentinelPackages = []string{"exec", "snapshot", "overlay", "fs", "fs/control", "blobstore"}
+// root) whose sentinel errors a request can meet. cache and fs are not
+// listed: the daemon never calls them (it reaches mounts through the
+// kernel, whose errno values the table maps, and through fs/control,
+// which carries cache.ErrReadOnly and fs.ErrBusy as its own).
+var sentinelPackages = []string{"exec", "snapshot", "overlay", "fs/control", "blobstore"}
 
 // TestEverySentinelMapped parses the packages' sources and fails for any
 // exported sentinel error (a package-level Err* variable made by
@@ -45,7 +46,7 @@ func TestEverySentinelMapped(t *testing.T) {
 			}
 		}
 	}
-	if found < 40 {
+	if found < 38 {
 		t.Fatalf("found only %d sentinels: the source scan is broken", found)
 	}
 }
