@@ -23,6 +23,7 @@ import (
 	"github.com/agentfs/agentfs/exec"
 	"github.com/agentfs/agentfs/fs/control"
 	"github.com/agentfs/agentfs/overlay"
+	"github.com/agentfs/agentfs/serve/workspace"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -46,6 +47,7 @@ const (
 	Forbidden       Code = "forbidden"        // the token may not do this (another workspace, read-only)
 	InvalidArgument Code = "invalid_argument" // the request is malformed
 	TooLarge        Code = "too_large"        // the request body is over the limit
+	Expired         Code = "expired"          // the workspace's lifetime ended: fork it or delete it
 	Unavailable     Code = "unavailable"      // a service below (mount server, docker, store) is not available
 	Canceled        Code = "canceled"         // the client went away
 	Internal        Code = "internal"         // a bug or a corruption; see the daemon's log
@@ -68,6 +70,7 @@ var statuses = map[Code]int{
 	Forbidden:       http.StatusForbidden,
 	InvalidArgument: http.StatusBadRequest,
 	TooLarge:        http.StatusRequestEntityTooLarge,
+	Expired:         http.StatusGone,
 	Unavailable:     http.StatusServiceUnavailable,
 	Canceled:        499, // client closed the request (nginx's convention)
 	Internal:        http.StatusInternalServerError,
@@ -77,7 +80,7 @@ var statuses = map[Code]int{
 func Codes() []Code {
 	return []Code{NotFound, Exists, PathEscape, NotADirectory, IsADirectory, NotEmpty, NotUnique,
 		PolicyRefused, Timeout, Conflict, Busy, Unauthorized, Forbidden, InvalidArgument, TooLarge,
-		Unavailable, Canceled, Internal}
+		Expired, Unavailable, Canceled, Internal}
 }
 
 // Status is the HTTP status of code; 500 for a code that does not exist.
@@ -104,6 +107,15 @@ var table = []entry{
 	// Time and cancellation.
 	{"context.DeadlineExceeded", context.DeadlineExceeded, Timeout},
 	{"context.Canceled", context.Canceled, Canceled},
+
+	// serve/workspace.
+	{"serve/workspace.ErrNotFound", workspace.ErrNotFound, NotFound},
+	{"serve/workspace.ErrExists", workspace.ErrExists, Exists},
+	{"serve/workspace.ErrInvalidName", workspace.ErrInvalidName, InvalidArgument},
+	{"serve/workspace.ErrInvalidArgument", workspace.ErrInvalidArgument, InvalidArgument},
+	{"serve/workspace.ErrBusy", workspace.ErrBusy, Busy},
+	{"serve/workspace.ErrExpired", workspace.ErrExpired, Expired},
+	{"serve/workspace.ErrClosed", workspace.ErrClosed, Unavailable},
 
 	// exec.
 	{"exec.ErrRefused", exec.ErrRefused, PolicyRefused},
