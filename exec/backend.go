@@ -83,7 +83,12 @@ type Request struct {
 	// Cwd is the working directory relative to the backend's root ("" for
 	// the root). It must exist, be a directory and stay inside the root:
 	// absolute paths, ".." out of the root and symlinks pointing out are
-	// refused with a *PathError.
+	// refused with a *PathError. The command starts in the directory that
+	// was checked, whatever is renamed meanwhile: the local backend holds it
+	// open and enters it by descriptor; the docker backend enters it by
+	// name in the container and then checks the directory it is in, so a
+	// concurrent swap for a link out of the backend's root makes the
+	// command exit 126, not run, with a message on stderr.
 	Cwd string
 	// Timeout kills the command's whole process tree after this long; 0
 	// means Options.Timeout, a negative value means none.
@@ -194,13 +199,20 @@ type driver interface {
 
 // procSpec is one command as a driver sees it.
 type procSpec struct {
-	argv   []string
-	env    map[string]string // the request's additions
-	dir    string            // root-relative working directory, resolved
-	stdin  io.Reader
-	stdout io.Writer // never fail; never called concurrently with stderr
-	stderr io.Writer
-	tag    string // value of envTag for this command
+	argv []string
+	env  map[string]string // the request's additions
+	dir  string            // root-relative working directory, resolved
+	// dirFile is dir, opened (O_PATH) through the root when it was checked;
+	// it stays open until start returns. The local driver starts the
+	// command in it; the docker driver, which cannot pass a descriptor into
+	// the container, enters dir by name and checks that it landed inside
+	// scope (see wrapperScript).
+	dirFile *os.File
+	scope   string // root-relative directory the command must stay in ("." for the root)
+	stdin   io.Reader
+	stdout  io.Writer // never fail; never called concurrently with stderr
+	stderr  io.Writer
+	tag     string // value of envTag for this command
 }
 
 // proc is a running command.
@@ -378,13 +390,13 @@ func (b *Backend) launch(ctx context.Context, req *Request) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	fi, err := b.s.root.Stat(dir)
+	// The checked directory is held open and the command started in it by
+	// this descriptor: its name is not resolved again (see openDir).
+	dirFile, err := b.openDir("cwd", cwd, dir)
 	if err != nil {
-		return nil, b.errPathOp("cwd", cwd, err)
+		return nil, err
 	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("cwd %q: %w: not a directory", cwd, ErrInvalid)
-	}
+	defer func() { _ = dirFile.Close() }()
 	argv := req.Argv
 	if req.Command != "" {
 		argv = []string{b.s.opts.Shell, "-c", req.Command}
@@ -418,13 +430,15 @@ func (b *Backend) launch(ctx context.Context, req *Request) (*run, error) {
 		return nil, fmt.Errorf("%w: %w", ErrChanges, err)
 	}
 	spec := &procSpec{
-		argv:   argv,
-		env:    req.Env,
-		dir:    dir,
-		stdin:  req.Stdin,
-		stdout: r.out.stream(streamStdout),
-		stderr: r.out.stream(streamStderr),
-		tag:    tag,
+		argv:    argv,
+		env:     req.Env,
+		dir:     dir,
+		dirFile: dirFile,
+		scope:   b.relOrDot(),
+		stdin:   req.Stdin,
+		stdout:  r.out.stream(streamStdout),
+		stderr:  r.out.stream(streamStderr),
+		tag:     tag,
 	}
 	r.start = time.Now()
 	r.p, err = b.s.drv.start(ctx, spec)

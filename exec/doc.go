@@ -25,6 +25,19 @@
 // clears its environment escapes; the container's removal on Close ends it.
 // See proctree.go and dockerscripts.go.
 //
+// # Working directory
+//
+// Request.Cwd is checked (resolve) and then entered without resolving its
+// name again, so that a concurrent rename swapping it for a symlink cannot
+// start the command elsewhere. The local backend opens it through the
+// workspace's os.Root (O_PATH) and the child enters it as
+// /proc/self/fd/N before it executes the program (see fdDir). The docker
+// backend cannot hand a descriptor to a docker exec: its wrapper script
+// starts at the /workspace mount point, enters the directory with cd -P and
+// checks the directory it is in, climbing with cd -P .. and comparing with
+// test -ef, before it runs the command; if a swap led it out of the
+// backend's root, the command is not run and exits 126.
+//
 // # Seams for an agentfs mount
 //
 // Two interfaces connect a backend to the filesystem beneath it: Syncer, the

@@ -56,9 +56,11 @@ var (
 // DockerOptions configure NewDocker.
 type DockerOptions struct {
 	Options
-	// Image is the image to run (required). It must contain /bin/sh and
-	// the usual grep and kill (busybox's will do), which the backend uses
-	// to run commands and kill their process trees. It is never pulled.
+	// Image is the image to run (required). It must contain /bin/sh (with
+	// cd -P and test -ef, as dash, bash and busybox have) and the usual
+	// grep and kill (busybox's will do), which the backend uses to enter
+	// the working directory, run commands and kill their process trees.
+	// It is never pulled.
 	Image string
 	// User is "uid:gid" (numeric) for the container and every command.
 	// "" means the owner of the workspace directory, unless that is root,
@@ -332,14 +334,17 @@ const (
 func (d *dockerDriver) start(ctx context.Context, spec *procSpec) (proc, error) {
 	env := envList(spec.env)
 	env = append(env, envTag+"="+spec.tag)
-	cmd := append([]string{"/bin/sh", "-c", wrapperScript, "agentfs"}, spec.argv...)
+	// The engine starts the wrapper at the workspace's mount point, which
+	// no rename can swap; the wrapper enters the command's directory and
+	// checks where it landed (see wrapperScript).
+	cmd := append([]string{"/bin/sh", "-c", wrapperScript, "agentfs", d.workdir(spec.dir), d.workdir(spec.scope), ContainerWorkspace}, spec.argv...)
 	created, err := d.cli.ContainerExecCreate(ctx, d.id, container.ExecOptions{
 		User:         d.user,
 		AttachStdin:  spec.stdin != nil,
 		AttachStdout: true,
 		AttachStderr: true,
 		Env:          env,
-		WorkingDir:   d.workdir(spec.dir),
+		WorkingDir:   ContainerWorkspace,
 		Cmd:          cmd,
 	})
 	if err != nil {

@@ -49,11 +49,48 @@ const sweepFunc = `_afs_sweep() {
 }
 `
 
-// wrapperScript runs "$@" (the command) as a child of the exec's main
-// process, which the engine made a session leader, then kills whatever the
-// command left running (its session and its tagged processes) and exits
-// with the command's status.
-const wrapperScript = sweepFunc + `"$@"
+// insideFunc defines _afs_inside SCOPE TOP: it succeeds when the current
+// directory is SCOPE or below it, and SCOPE is TOP or below it. It climbs
+// from the current directory with cd -P .. in a subshell (so the caller's
+// directory does not change), comparing each directory with [ -ef ], which
+// stats "." itself: what it checks is the directory the shell is in, not a
+// name that could be resolved again. TOP, the workspace's mount point, cannot
+// be swapped by a rename; SCOPE is compared by name, so a scope directory
+// replaced by a symlink during the climb can only make the check fail or,
+// at worst, accept a directory that is still under TOP.
+const insideFunc = `_afs_inside() (
+	_in=
+	_n=0
+	while [ "$_n" -lt 4096 ]; do
+		_n=$((_n + 1))
+		[ . -ef "$1" ] && _in=1
+		if [ . -ef "$2" ]; then
+			[ -n "$_in" ]
+			exit
+		fi
+		[ . -ef / ] && exit 1
+		cd -P .. || exit 1
+	done
+	exit 1
+)
+`
+
+// wrapperScript is the exec's main process. Its arguments are the command's
+// directory, the backend's scope and the workspace's mount point, then the
+// command. It enters the directory (cd -P), checks that the directory it
+// is now in lies inside the scope (a concurrent rename may have swapped the
+// checked directory for a symlink to anywhere), exits 126 with a message if
+// not, and otherwise runs the command as its child (it is a session leader,
+// made so by the engine), then kills whatever the command left running (its
+// session and its tagged processes) and exits with the command's status.
+const wrapperScript = sweepFunc + insideFunc + `_afs_dir=$1
+cd -P -- "$_afs_dir" || exit 126
+if ! _afs_inside "$2" "$3"; then
+	echo "agentfs: the working directory $_afs_dir was replaced, while the command started, by a link out of $2; not run" >&2
+	exit 126
+fi
+shift 3
+"$@"
 _afs_st=$?
 _afs_tag=$AGENTFS_EXEC_ID
 unset AGENTFS_EXEC_ID

@@ -9,10 +9,13 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // drainGrace bounds how long the local backend waits for the output pipes
@@ -27,6 +30,9 @@ const drainGrace = 2 * time.Second
 // can; only paths given to the backend itself are confined.
 func NewLocal(dir string, opts Options) (*Backend, error) {
 	return newBackend("local", dir, opts, func(hostRoot string) (driver, error) {
+		if err := checkProcFD(hostRoot); err != nil {
+			return nil, err
+		}
 		return &localDriver{hostRoot: hostRoot, baseEnv: mergeEnv(os.Environ(), opts.Env)}, nil
 	})
 }
@@ -43,8 +49,10 @@ func (d *localDriver) workdir(rel string) string {
 func (d *localDriver) close(context.Context) error { return nil }
 
 func (d *localDriver) start(_ context.Context, spec *procSpec) (proc, error) {
-	env := mergeEnv(d.baseEnv, spec.env, map[string]string{envTag: spec.tag})
-	dir := d.workdir(spec.dir)
+	env := mergeEnv(d.baseEnv, map[string]string{"PWD": d.workdir(spec.dir)}, spec.env, map[string]string{envTag: spec.tag})
+	// The child enters the directory that was checked by its descriptor,
+	// never by its name (see fdDir).
+	dir := fdDir(spec.dirFile)
 	prog, err := lookPath(spec.argv[0], env, dir)
 	if err != nil {
 		return notStarted(spec, err), nil
@@ -114,14 +122,50 @@ func (d *localDriver) start(_ context.Context, spec *procSpec) (proc, error) {
 	return p, nil
 }
 
+// fdDir is the name under which a process started by this one enters the
+// directory open as f: /proc/self/fd/N. It is race free because the child
+// calls chdir(2) with it after fork and before it moves or closes any
+// descriptor (syscall.forkAndExecInChild), when its descriptor table is a
+// copy of ours: /proc/self is then the child, and its fd/N a magic link the
+// kernel follows to the open directory itself, without walking any name.
+// The parent holds f open until Start returns. checkProcFD makes sure /proc
+// is there.
+func fdDir(f *os.File) string {
+	return "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
+}
+
+// checkProcFD makes sure that fdDir names the directory at dir in this
+// process: without procfs at /proc, commands could not enter their
+// directory.
+func checkProcFD(dir string) error {
+	f, err := os.OpenFile(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("workspace %q: %w", dir, err)
+	}
+	defer func() { _ = f.Close() }()
+	want, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("workspace %q: %w", dir, err)
+	}
+	const need = "the local backend needs procfs mounted at /proc to start commands in their directory; mount it (mount -t proc proc /proc)"
+	got, err := os.Stat(fdDir(f))
+	if err != nil {
+		return fmt.Errorf("%s: %w", need, err)
+	}
+	if !os.SameFile(got, want) {
+		return fmt.Errorf("%s: %s is not the workspace %s", need, fdDir(f), dir)
+	}
+	return nil
+}
+
 // lookPath finds prog as the command's own shell would: a name with a
-// slash is taken relative to dir, any other is searched in the PATH of the
-// command's environment (not the controller's).
+// slash is taken as it is (a relative one is resolved by the child, relative
+// to the directory it entered), any other is searched in the PATH of the
+// command's environment (not the controller's), relative entries of PATH
+// being relative to dir. The result always contains a slash, so that
+// os/exec does not search it again.
 func lookPath(prog string, env []string, dir string) (string, error) {
 	if strings.Contains(prog, "/") {
-		if !filepath.IsAbs(prog) {
-			prog = filepath.Join(dir, prog)
-		}
 		return prog, nil
 	}
 	pathVar := ""
@@ -134,11 +178,11 @@ func lookPath(prog string, env []string, dir string) (string, error) {
 		if d == "" {
 			d = "."
 		}
+		cand, at := filepath.Join(d, prog), filepath.Join(d, prog)
 		if !filepath.IsAbs(d) {
-			d = filepath.Join(dir, d)
+			cand, at = "./"+cand, filepath.Join(dir, cand)
 		}
-		cand := filepath.Join(d, prog)
-		fi, err := os.Stat(cand)
+		fi, err := os.Stat(at)
 		if err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
 			return cand, nil
 		}

@@ -4,8 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
 	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // maxSymlinkHops bounds symlink resolution, as the kernel's ELOOP does.
@@ -122,4 +126,35 @@ func (b *Backend) errPathOp(op, p string, err error) error {
 		return fmt.Errorf("%s %q: %w", op, p, pe.Err)
 	}
 	return fmt.Errorf("%s %q: %w", op, p, err)
+}
+
+// openDir opens the directory at rel (root-relative, as resolve returns it,
+// for the caller's path p) with O_PATH, through an os.Root of this backend's
+// scope: every component is opened relative to its parent without following
+// a symlink out of the scope, so the descriptor names a directory that was
+// inside the scope when it was opened, whatever is renamed around it later.
+// A path that is not a directory gives ErrInvalid. The caller closes the
+// file.
+func (b *Backend) openDir(op, p, rel string) (*os.File, error) {
+	root := b.s.root
+	if b.prefix != "" {
+		sr, err := root.OpenRoot(b.prefix)
+		if err != nil {
+			return nil, b.errPathOp(op, p, err)
+		}
+		defer func() { _ = sr.Close() }()
+		root = sr
+		rel = strings.TrimPrefix(strings.TrimPrefix(rel, b.prefix), "/")
+		if rel == "" {
+			rel = "."
+		}
+	}
+	f, err := root.OpenFile(rel, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if errors.Is(err, syscall.ENOTDIR) {
+		return nil, fmt.Errorf("%s %q: %w: not a directory", op, p, ErrInvalid)
+	}
+	if err != nil {
+		return nil, b.errPathOp(op, p, err)
+	}
+	return f, nil
 }

@@ -34,6 +34,7 @@ func testBackend(t *testing.T, f fixture) {
 	t.Run("Env", func(t *testing.T) { testEnv(t, f) })
 	t.Run("Cwd", func(t *testing.T) { testCwd(t, f) })
 	t.Run("CwdEscapes", func(t *testing.T) { testCwdEscapes(t, f) })
+	t.Run("CwdSwapRace", func(t *testing.T) { testCwdSwapRace(t, f) })
 	t.Run("Stdin", func(t *testing.T) { testStdin(t, f) })
 	t.Run("OutputLimit", func(t *testing.T) { testOutputLimit(t, f) })
 	t.Run("LiveWriters", func(t *testing.T) { testLiveWriters(t, f) })
@@ -46,6 +47,7 @@ func testBackend(t *testing.T, f fixture) {
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, f) })
 	t.Run("Files", func(t *testing.T) { testFiles(t, f) })
 	t.Run("FileEscapes", func(t *testing.T) { testFileEscapes(t, f) })
+	t.Run("FileSwapRace", func(t *testing.T) { testFileSwapRace(t, f) })
 	t.Run("GlobGrep", func(t *testing.T) { testGlobGrep(t, f) })
 	t.Run("Changes", func(t *testing.T) { testChanges(t, f) })
 	t.Run("Scope", func(t *testing.T) { testScope(t, f) })
@@ -196,6 +198,24 @@ func testCwd(t *testing.T, f fixture) {
 	res = mustExec(t, b, Request{Command: "pwd", Cwd: "sub/../sub/./dir/"})
 	if got := strings.TrimSpace(string(res.Stdout)); got != b.WorkDir()+"/sub/dir" {
 		t.Errorf("cwd with dots: %q", got)
+	}
+	// Programs named relative to the cwd, directly or through a relative
+	// PATH entry, are found there.
+	for _, p := range []string{"sub/dir/run.sh", "sub/dir/bin/tool"} {
+		if err := b.WriteFile(ctx, p, []byte("#!/bin/sh\necho ran $0\n")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Join(b.Root(), p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res = mustExec(t, b, Request{Argv: []string{"./run.sh"}, Cwd: "sub/dir"})
+	if string(res.Stdout) != "ran ./run.sh\n" {
+		t.Errorf("./run.sh in the cwd: exit %d, %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	res = mustExec(t, b, Request{Argv: []string{"tool"}, Cwd: "sub/dir", Env: map[string]string{"PATH": "bin:/usr/bin:/bin"}})
+	if !strings.HasPrefix(string(res.Stdout), "ran ") || !strings.HasSuffix(string(res.Stdout), "bin/tool\n") {
+		t.Errorf("tool through a relative PATH entry: exit %d, %q %q", res.ExitCode, res.Stdout, res.Stderr)
 	}
 	if _, err := b.Exec(ctx, Request{Command: "true", Cwd: "missing"}); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing cwd: %v, want fs.ErrNotExist", err)
