@@ -92,6 +92,11 @@
 // permission check in that directory, so deleting a file costs two round
 // trips where go-fuse's loopback, without default_permissions, pays one;
 // the engine answers that GETATTR from memory (3 µs, BENCHMARKS.md run 5).
+// Mounts are nodev and nosuid unless Options.Dev or Options.Suid (mount
+// --dev, --suid) ask otherwise: a volume's files may come from anywhere
+// (a shared store, a snapshot, a container's root), and a device node or a
+// set-user-ID-root program among them would hand this machine's devices or
+// root to whoever wrote it.
 // flock(2), POSIX and OFD locks are left to the kernel (the
 // server does not implement GETLK/SETLK): they work between all processes
 // of this machine, containers included, which are the only ones that can

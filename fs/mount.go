@@ -63,6 +63,19 @@ type Options struct {
 	// Atime says when reads update access times; the zero value is
 	// NoAtime.
 	Atime Atime
+	// Dev lets device nodes of the mount reach their devices ("dev");
+	// without it opening one fails with EACCES ("nodev", the default).
+	// Whoever can create a device node in the mount (root in a container
+	// bind-mounting it, or a volume written elsewhere) could otherwise
+	// reach any device of this machine through it.
+	Dev bool
+	// Suid honours set-user-ID and set-group-ID bits and file capabilities
+	// of programs run from the mount ("suid"); without it they run with
+	// the caller's privileges ("nosuid", the default). A volume's files
+	// may come from anywhere (a store others write, a snapshot, a
+	// container's root): with Suid, any set-user-ID-root program in it is
+	// a root shell for every local user.
+	Suid bool
 	// Tuning overrides the measured FUSE settings, for experiments
 	// (scripts/mount-perf.sh); the zero value keeps them.
 	Tuning Tuning
@@ -115,6 +128,12 @@ func Mount(mountpoint string, vol *cache.Volume, opts Options) (*Server, error) 
 	}
 	if opts.ReadOnly {
 		mo = append(mo, "ro")
+	}
+	if opts.Dev {
+		mo = append(mo, "dev")
+	}
+	if opts.Suid {
+		mo = append(mo, "suid")
 	}
 	gopts := &gofs.Options{
 		MountOptions: fuse.MountOptions{

@@ -172,6 +172,24 @@ func TestPOSIXFreeSpace(t *testing.T) {
 // TestPOSIXAtime runs the atime checks over every writable mount kind with
 // each --atime mode (the default, noatime, runs with the whole suite).
 func TestPOSIXAtime(t *testing.T) {
+	for _, mode := range []string{"relatime", "strictatime"} {
+		t.Run(mode, func(t *testing.T) {
+			runOverKinds(t, []string{"--atime=" + mode}, "Atime", "AtimeDropCaches")
+		})
+	}
+}
+
+// TestPOSIXDevSuid runs the device and set-user-ID checks over every
+// writable mount kind mounted with --dev and --suid (the default, nodev
+// and nosuid, runs with the whole suite).
+func TestPOSIXDevSuid(t *testing.T) {
+	runOverKinds(t, []string{"--dev", "--suid"}, "DeviceOpen", "SetuidExec")
+}
+
+// runOverKinds mounts each writable mount kind (file://, virtual over a
+// host directory, virtual over a snapshot) with the extra flags args and
+// runs the named checks of posixtest.Checks in it.
+func runOverKinds(t *testing.T, args []string, checks ...string) {
 	plain := fstest.Start(t, fstest.Options{})
 	if err := os.WriteFile(filepath.Join(plain.Dir, "f"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
@@ -180,25 +198,23 @@ func TestPOSIXAtime(t *testing.T) {
 	if out, err := plain.Agentfs("snapshot", "save", plain.URL, "base"); err != nil {
 		t.Fatalf("snapshot save: %v\n%s", err, out)
 	}
-	for _, mode := range []string{"relatime", "strictatime"} {
-		for kind, o := range map[string]fstest.Options{
-			"File":            {},
-			"VirtualHost":     {Args: []string{"--virtual", "--base", t.TempDir()}},
-			"VirtualSnapshot": {URL: plain.URL, Args: []string{"--virtual", "--base", "snapshot:base"}},
-		} {
-			t.Run(mode+"/"+kind, func(t *testing.T) {
-				o.Args = append(o.Args, "--atime="+mode)
-				m := fstest.Start(t, o)
-				for _, name := range []string{"Atime", "AtimeDropCaches"} {
-					t.Run(name, func(t *testing.T) {
-						dir, err := os.MkdirTemp(m.Dir, name+"-")
-						if err != nil {
-							t.Fatal(err)
-						}
-						posixtest.Checks[name](t, dir)
-					})
-				}
-			})
-		}
+	for kind, o := range map[string]fstest.Options{
+		"File":            {},
+		"VirtualHost":     {Args: []string{"--virtual", "--base", t.TempDir()}},
+		"VirtualSnapshot": {URL: plain.URL, Args: []string{"--virtual", "--base", "snapshot:base"}},
+	} {
+		t.Run(kind, func(t *testing.T) {
+			o.Args = append(o.Args, args...)
+			m := fstest.Start(t, o)
+			for _, name := range checks {
+				t.Run(name, func(t *testing.T) {
+					dir, err := os.MkdirTemp(m.Dir, name+"-")
+					if err != nil {
+						t.Fatal(err)
+					}
+					posixtest.Checks[name](t, dir)
+				})
+			}
+		})
 	}
 }

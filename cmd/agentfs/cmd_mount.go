@@ -41,6 +41,7 @@ type mountFlags struct {
 	metrics            string
 	tune               string
 	atime              string
+	dev, suid          bool
 	readyFD            int // internal: the background parent's pipe
 	branchSet          bool
 
@@ -122,6 +123,8 @@ confinement.`,
 	fl.StringVar(&f.tune, "tune", "", "override FUSE settings for experiments, e.g. writeback=1,maxwrite=131072 (see scripts/mount-perf.sh)")
 	_ = fl.MarkHidden("tune")
 	fl.StringVar(&f.atime, "atime", "noatime", "when reads update access times: `MODE` noatime (never; the default: an update costs a database write and dirties the file for the next commit), relatime (when the access time is not later than the modification or change time, or a day old; Linux's default on local disks) or strictatime (at every open for reading)")
+	fl.BoolVar(&f.dev, "dev", false, "let device nodes in the mount reach their devices (off: opening one fails with EACCES). Anyone who can create a device node in the volume (root in a container bind-mounting it, whoever writes the store) could otherwise read and write any disk or memory of this machine through it; turn it on only for volumes whose writers you trust as root here. Needs root")
+	fl.BoolVar(&f.suid, "suid", false, "honour set-user-ID/set-group-ID bits and file capabilities of programs run from the mount (off: they run with the caller's privileges). A volume's files may come from a shared store, a snapshot or a container; with --suid any set-user-ID-root program in it is a root shell for every local user, so turn it on only for volumes whose writers you trust as root here. Needs root")
 	fl.BoolVar(&f.virtual, "virtual", false, "mount a copy-on-write workspace over --base (see `agentfs diff`, `commit`, `discard`)")
 	fl.StringVar(&f.base, "base", "", "with --virtual: what the workspace is over, a `REF` (snapshot:NAME, branch:NAME[@SEQ], NAME) or a host directory (a path with a '/': ./proj, /src/proj); default: the head of --branch")
 	fl.StringVar(&f.name, "name", "", "with --virtual: the workspace's `NAME` (default: derived from this host and the mount point, so mounting there again finds its changes)")
@@ -291,6 +294,12 @@ func startBackground(ctx context.Context, t mountTarget, f mountFlags, stderr io
 		flags = append(flags, "--tune="+f.tune)
 	}
 	flags = append(flags, "--atime="+f.atime)
+	if f.dev {
+		flags = append(flags, "--dev")
+	}
+	if f.suid {
+		flags = append(flags, "--suid")
+	}
 	spec := mountproc.Spec{MountPoint: t.mnt, CacheDir: t.cacheDir, Flags: flags}
 	if !t.isDefault {
 		spec.URL = t.url
@@ -504,6 +513,8 @@ func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logge
 		Debug:      f.debug,
 		Tuning:     tuning,
 		Atime:      atime,
+		Dev:        f.dev,
+		Suid:       f.suid,
 	})
 	if err != nil {
 		return fmt.Errorf("%w (is fuse3 installed and /dev/fuse usable? see scripts/setup-fuse.sh)", err)
