@@ -35,6 +35,14 @@ import (
 // checkpoint redoes the work (the uploaded packs become garbage for gc). A
 // crash during D leaves some marks in place: they are redone too, and the
 // commit itself is adopted at the next Open (catchUp).
+//
+// Before A, and again in C (WriteCommit), the checkpoint checks that the
+// store still holds this volume (snapshot.Repo.CheckVolume: one GET of
+// volume.json each). If it does not (the store directory was moved away or
+// unmounted, the bucket recreated), the checkpoint fails before uploading
+// anything, with an error matching snapshot.ErrVolumeChanged, and every
+// dirty mark stays: the changes wait in the cache until the store holds
+// the volume again.
 
 // blockKey names one block of one file.
 type blockKey struct {
@@ -295,6 +303,7 @@ func (v *Volume) checkpointLocked(ctx context.Context, kind, message string) (er
 		// On failure, wait for uploads still in flight before returning.
 		if err != nil {
 			_ = up.g.Wait()
+			err = v.keptLocally(err)
 		}
 		v.stateMu.Lock()
 		v.cp.last, v.cp.lastDur = v.now(), v.now().Sub(start)
@@ -307,6 +316,11 @@ func (v *Volume) checkpointLocked(ctx context.Context, kind, message string) (er
 		}
 		v.stateMu.Unlock()
 	}()
+
+	// Nothing goes to a store that no longer holds this volume.
+	if err := v.repo.CheckVolume(ctx); err != nil {
+		return err
+	}
 
 	// A: upload dirty blocks.
 	files, err := v.dirtyFiles()
@@ -367,6 +381,16 @@ func (v *Volume) checkpointLocked(ctx context.Context, kind, message string) (er
 		return err
 	}
 	return v.db.Flush()
+}
+
+// keptLocally adds to an error matching snapshot.ErrVolumeChanged that
+// nothing is lost, and where it is; other errors are returned as they are.
+func (v *Volume) keptLocally(err error) error {
+	if !errors.Is(err, snapshot.ErrVolumeChanged) {
+		return err
+	}
+	return fmt.Errorf("%w; nothing is lost: the cache (%s) keeps every change and uploads them "+
+		"at the next sync or mount once the store holds volume %s again", err, v.opts.CacheDir, v.getState().VolumeID)
 }
 
 // dirtyFiles lists the files with dirty blocks.

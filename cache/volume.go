@@ -579,6 +579,7 @@ func (v *Volume) leaseLoop() {
 		err := v.lease.Renew(ctx, v.now())
 		cancel()
 		if err != nil && v.ctx.Err() == nil {
+			err = v.keptLocally(err)
 			v.log.Warn("renewing writer lease failed", "err", err)
 			v.stateMu.Lock()
 			v.cp.leaseErr = err.Error()

@@ -110,15 +110,19 @@ func DecodeCommit(b []byte) (Commit, error) {
 
 // WriteCommit creates c (c.ID names branch and number). Every object the
 // commit references must already be stored. If the number is taken it
-// returns an error matching ErrCommitExists and writes nothing. On success it
-// also updates the branch's head hint (best effort: the hint is verified on
-// every read).
+// returns an error matching ErrCommitExists and writes nothing; if the store
+// no longer holds r's volume (see CheckVolume), an error matching
+// ErrVolumeChanged and writes nothing. On success it also updates the
+// branch's head hint (best effort: the hint is verified on every read).
 func (r *Repo) WriteCommit(ctx context.Context, c Commit) error {
 	if err := ValidateName("branch", c.ID.Branch); err != nil {
 		return err
 	}
 	if c.ID.Seq == 0 {
 		return fmt.Errorf("commit number 0: %w", ErrBadName)
+	}
+	if err := r.CheckVolume(ctx); err != nil {
+		return fmt.Errorf("write commit %v: %w", c.ID, err)
 	}
 	if c.ID.Seq == 1 {
 		// A new branch: its ref exists before its first commit, so

@@ -181,6 +181,9 @@ func (r *Repo) DeleteBranch(ctx context.Context, name string, opts DeleteBranchO
 	if name == DefaultBranch && !opts.Force {
 		return 0, fmt.Errorf("branch %s: %w (force it to remove it anyway)", name, ErrDefaultBranch)
 	}
+	if err := r.CheckVolume(ctx); err != nil {
+		return 0, fmt.Errorf("remove branch %s: %w", name, err)
+	}
 	now := time.Now()
 	if opts.Now != nil {
 		now = opts.Now()

@@ -154,8 +154,12 @@ func (r *Repo) AcquireLease(ctx context.Context, branch string, h Holder, ttl ti
 }
 
 // Renew extends the lease to now+ttl. It returns ErrLeaseLost if another
-// writer has taken the branch.
+// writer has taken the branch, and an error matching ErrVolumeChanged,
+// writing nothing, if the store no longer holds the lease's volume.
 func (l *Lease) Renew(ctx context.Context, now time.Time) error {
+	if err := l.r.CheckVolume(ctx); err != nil {
+		return fmt.Errorf("renew lease of %s: %w", l.branch, err)
+	}
 	if _, err := l.r.store.Stat(ctx, leaseKey(l.branch, l.epoch+1)); err == nil {
 		return fmt.Errorf("branch %s: %w", l.branch, ErrLeaseLost)
 	} else if !errors.Is(err, blobstore.ErrNotFound) {
@@ -169,8 +173,12 @@ func (l *Lease) Renew(ctx context.Context, now time.Time) error {
 }
 
 // Release marks the lease released so the next writer need not wait for it
-// to expire.
+// to expire. Like Renew, it writes nothing to a store that no longer holds
+// the lease's volume.
 func (l *Lease) Release(ctx context.Context) error {
+	if err := l.r.CheckVolume(ctx); err != nil {
+		return fmt.Errorf("release lease of %s: %w", l.branch, err)
+	}
 	b, _ := json.Marshal(leaseRecord{Holder: l.holder, Expires: time.Time{}, Released: true})
 	if err := l.r.store.Put(ctx, leaseKey(l.branch, l.epoch), b); err != nil {
 		return fmt.Errorf("release lease of %s: %w", l.branch, err)

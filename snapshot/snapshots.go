@@ -182,6 +182,9 @@ func (r *Repo) saveCommit(ctx context.Context, name string, c Commit, opts SaveO
 }
 
 func (r *Repo) putSnapshot(ctx context.Context, s Snapshot) error {
+	if err := r.CheckVolume(ctx); err != nil {
+		return fmt.Errorf("save snapshot %s: %w", s.Name, err)
+	}
 	err := r.store.PutIfAbsent(ctx, SnapshotKey(s.Name), EncodeSnapshot(s))
 	if errors.Is(err, blobstore.ErrExists) {
 		return fmt.Errorf("snapshot %q: %w (choose another name, or remove it with `agentfs snapshot rm`)", s.Name, ErrSnapshotExists)
@@ -220,6 +223,9 @@ func (r *Repo) GetSnapshot(ctx context.Context, name string) (Snapshot, error) {
 func (r *Repo) DeleteSnapshot(ctx context.Context, name string) error {
 	if err := ValidateName("snapshot", name); err != nil {
 		return err
+	}
+	if err := r.CheckVolume(ctx); err != nil {
+		return fmt.Errorf("remove snapshot %s: %w", name, err)
 	}
 	if _, err := r.store.Stat(ctx, SnapshotKey(name)); errors.Is(err, blobstore.ErrNotFound) {
 		return fmt.Errorf("snapshot %q: %w", name, ErrNoSnapshot)

@@ -35,6 +35,10 @@ var (
 	ErrSnapshotExists = errors.New("snapshot already exists")
 	// ErrNoSnapshot: no snapshot of that name.
 	ErrNoSnapshot = errors.New("no such snapshot")
+	// ErrVolumeChanged: the store no longer holds the volume a Repo opened
+	// (its volume.json is gone, unreadable, or names another volume), so
+	// nothing is written to it. The error is a *VolumeChangedError.
+	ErrVolumeChanged = errors.New("the store no longer holds the volume that was opened")
 )
 
 // HashSize is the size of a content hash (SHA-256).

@@ -262,3 +262,43 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// RecreateMinIOBucket deletes the bucket of storeURL (a URL StartMinIO returned
+// to t), with every object in it, and creates it again, empty: what a
+// store whose bucket is deleted and recreated looks like to its users.
+func RecreateMinIOBucket(t testing.TB, storeURL string) {
+	t.Helper()
+	u, err := url.Parse(storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	minio.mu.Lock()
+	srv := minio.svc
+	minio.mu.Unlock()
+	if srv == nil {
+		t.Fatalf("RecreateMinIOBucket(%s): no MinIO server is running (call StartMinIO first)", u.Host)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bucket := aws.String(u.Host)
+	for {
+		out, err := srv.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: bucket})
+		if err != nil {
+			t.Fatalf("list bucket %s: %v", u.Host, err)
+		}
+		for _, o := range out.Contents {
+			if _, err := srv.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: bucket, Key: o.Key}); err != nil {
+				t.Fatalf("delete %s/%s: %v", u.Host, aws.ToString(o.Key), err)
+			}
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			break
+		}
+	}
+	if _, err := srv.client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: bucket}); err != nil {
+		t.Fatalf("delete bucket %s: %v", u.Host, err)
+	}
+	if _, err := srv.client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: bucket}); err != nil {
+		t.Fatalf("create bucket %s again: %v", u.Host, err)
+	}
+}
