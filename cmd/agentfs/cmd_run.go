@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -60,41 +61,73 @@ func runRun(cmd *cobra.Command, f *execFlags, branch, cacheDir, url string, argv
 	if !isStoreURL(url) {
 		return execFail(cmd, fmt.Errorf("%q is not a store URL (file:///path, s3://bucket/prefix, gs://bucket/prefix); for a directory that is already mounted use `agentfs exec`", url))
 	}
-	mnt, err := os.MkdirTemp("", "agentfs-run-")
-	if err != nil {
-		return execFail(cmd, fmt.Errorf("temporary mount point: %w", err))
-	}
-	defer func() { _ = os.Remove(mnt) }()
-	mf := mountFlags{cacheDir: cacheDir, branch: branch, checkpointInterval: 5 * time.Second}
-	t, err := resolveMount(ctx, url, mnt, mf, stderr)
+	m, err := mountTemp(ctx, url, branch, cacheDir, stderr)
 	if err != nil {
 		return execFail(cmd, err)
 	}
-	if err := startBackground(ctx, t, mf, stderr); err != nil {
-		return execFail(cmd, fmt.Errorf("mount %s: %w", blobDisplay(url), err))
-	}
-	c, err := control.Find(ctx, t.mnt)
-	if err != nil {
-		return execFail(cmd, err)
-	}
-
-	runErr := runExec(cmd, f, t.mnt, argv)
-
+	runErr := runExec(cmd, f, m.mnt, argv)
 	// Unmount whatever happened to the command, even after an interrupt.
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runUnmountTimeout)
-	defer cancel()
-	err = c.Unmount(uctx, false)
-	if errors.Is(err, control.ErrBusy) {
-		_, _ = fmt.Fprintf(stderr, "agentfs run: %s is still in use; detaching it lazily\n", t.mnt)
-		err = c.Unmount(uctx, true)
-	}
-	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "agentfs run: unmount %s: %v (the cache %s keeps every change; mounting again uploads it)\n", t.mnt, err, t.cacheDir)
+	if err := m.close(ctx, stderr, "agentfs run"); err != nil {
 		var ee *exitError
 		if runErr == nil || !errors.As(runErr, &ee) || ee.code == 0 {
 			return &exitError{exitExecFailed}
 		}
-		return runErr
 	}
 	return runErr
+}
+
+// tempMount is a volume mounted on a temporary mount point by a separate
+// server process (as `agentfs mount -d` does), for commands that this
+// process runs in it: a process must never both serve a mount and fork
+// into it.
+type tempMount struct {
+	mnt      string
+	cacheDir string
+	client   *control.Client
+}
+
+// mountTemp mounts branch of the volume at url on a new temporary mount
+// point, with the cache directory `agentfs mount` would use for url and
+// branch ("" for cacheDir), and returns once the mount is ready.
+func mountTemp(ctx context.Context, url, branch, cacheDir string, stderr io.Writer) (*tempMount, error) {
+	mnt, err := os.MkdirTemp("", "agentfs-run-")
+	if err != nil {
+		return nil, fmt.Errorf("temporary mount point: %w", err)
+	}
+	mf := mountFlags{cacheDir: cacheDir, branch: branch, branchSet: true, checkpointInterval: 5 * time.Second}
+	t, err := resolveMount(ctx, url, mnt, mf, stderr)
+	if err == nil {
+		if err = startBackground(ctx, t, mf, stderr); err != nil {
+			err = fmt.Errorf("mount %s: %w", blobDisplay(url), err)
+		}
+	}
+	if err != nil {
+		_ = os.Remove(mnt)
+		return nil, err
+	}
+	c, err := control.Find(ctx, t.mnt)
+	if err != nil {
+		_ = os.Remove(mnt)
+		return nil, err
+	}
+	return &tempMount{mnt: t.mnt, cacheDir: t.cacheDir, client: c}, nil
+}
+
+// close syncs and unmounts the mount (lazily when it is still in use) and
+// removes the mount point; it runs even when ctx was cancelled (an
+// interrupt), bounded by runUnmountTimeout. A failure is printed, prefixed
+// with who, and returned.
+func (m *tempMount) close(ctx context.Context, stderr io.Writer, who string) error {
+	defer func() { _ = os.Remove(m.mnt) }()
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runUnmountTimeout)
+	defer cancel()
+	err := m.client.Unmount(uctx, false)
+	if errors.Is(err, control.ErrBusy) {
+		_, _ = fmt.Fprintf(stderr, "%s: %s is still in use; detaching it lazily\n", who, m.mnt)
+		err = m.client.Unmount(uctx, true)
+	}
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "%s: unmount %s: %v (the cache %s keeps every change; mounting again uploads it)\n", who, m.mnt, err, m.cacheDir)
+	}
+	return err
 }

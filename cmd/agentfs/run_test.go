@@ -116,3 +116,22 @@ func TestRunCommand(t *testing.T) {
 		t.Errorf("run on a directory: exit %d\n%s", exitCode(err), out)
 	}
 }
+
+// TestRunBranch: `agentfs run --branch B` runs the command on branch B (it
+// once mounted the default branch with B's cache directory).
+func TestRunBranch(t *testing.T) {
+	o := fstest.Options{}
+	bin, env := fstest.Setup(t, &o)
+	if out, err := fstest.Run(bin, env, "fork", o.URL, "main", "other"); err != nil {
+		t.Fatalf("agentfs fork: %v\n%s", err, out)
+	}
+	if out, err := fstest.Run(bin, env, "run", "--branch", "other", o.URL, "--", "sh", "-c", "echo x > f"); err != nil {
+		t.Fatalf("agentfs run --branch other: %v\n%s", err, out)
+	}
+	if out, err := fstest.Run(bin, env, "run", "--branch", "other", o.URL, "--", "cat", "f"); err != nil || !strings.Contains(out, "x") {
+		t.Errorf("f on branch other: %v\n%s", err, out)
+	}
+	if out, err := fstest.Run(bin, env, "run", o.URL, "--", "test", "!", "-e", "f"); err != nil {
+		t.Errorf("f is on branch main too: %v\n%s", err, out)
+	}
+}
