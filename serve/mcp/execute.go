@@ -10,6 +10,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentfs/agentfs/exec"
+	"github.com/agentfs/agentfs/serve/apierr"
 )
 
 // The command tools: execute, and background_start, background_list,
@@ -119,8 +120,8 @@ func execute(ctx context.Context, c *call, in ExecuteInput) (ExecuteOutput, erro
 		return ExecuteOutput{}, err
 	}
 	if res.TimedOut {
-		return ExecuteOutput{}, fmt.Errorf("%w after %gs; it and every process it started were killed. Output so far:\n%s",
-			errTimeout, in.Timeout, res.Merged)
+		return ExecuteOutput{}, apierr.New(apierr.Timeout, "command timed out after %gs; it and every process it started were killed. Output so far:\n%s",
+			in.Timeout, res.Merged)
 	}
 	if err != nil && !errors.Is(err, exec.ErrChanges) {
 		// The sync barrier failed: what the command wrote may not be durable.

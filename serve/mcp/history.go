@@ -17,10 +17,10 @@ import (
 // The history tools: snapshot_save, snapshot_list, snapshot_restore, diff,
 // commit, discard. They talk to the workspace's mount server.
 
-// control returns the call's control client, or ErrNoHistory.
+// control returns the call's control client, or errNoHistory.
 func (c *call) control() (*control.Client, error) {
 	if c.Control == nil {
-		return nil, ErrNoHistory
+		return nil, errNoHistory
 	}
 	return c.Control, nil
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentfs/agentfs/serve/apierr"
 )
 
 // Options configure NewServer.
@@ -23,7 +25,7 @@ type Options struct {
 const instructions = `These tools work on one agentfs workspace: a directory whose files live in blob storage, with snapshots.
 All paths are relative to the workspace root ("src/main.go", "" or "." for the root); absolute paths and paths that leave the workspace are refused (error code path_escape).
 Read a file before editing it; edit_file replaces an exact string. Commands run with their working directory in the workspace (sh -c); what they write is durable when execute returns.
-A failed call returns an error whose text starts with a code: not_found, exists, path_escape, not_a_directory, is_a_directory, not_unique, invalid_argument, timeout, policy_refused, conflict, busy, unavailable or internal.`
+A failed call returns an error whose text starts with a code: not_found, exists, path_escape, not_a_directory, is_a_directory, not_empty, not_unique, invalid_argument, timeout, policy_refused, conflict, busy, forbidden, too_large, unavailable or internal.`
 
 // schemas caches the tools' schemas across servers: the daemon builds a
 // server per request.
@@ -66,14 +68,14 @@ func edge(next sdk.MethodHandler) sdk.MethodHandler {
 		}
 		res, err = next(ctx, method, req)
 		if r, ok := res.(*sdk.CallToolResult); ok && r.IsError {
-			var te *Error
+			var te *apierr.Error
 			if !errors.As(r.GetError(), &te) {
 				// The SDK refused the arguments (schema validation) before
 				// any tool ran.
-				te = &Error{Code: "invalid_argument", Message: fmt.Sprint(r.GetError())}
+				te = apierr.New(apierr.InvalidArgument, "%v", r.GetError())
 				r.Content = []sdk.Content{&sdk.TextContent{Text: te.Error()}}
 			}
-			r.StructuredContent = map[string]*Error{"error": te}
+			r.StructuredContent = map[string]*apierr.Error{"error": te}
 		}
 		return res, err
 	}

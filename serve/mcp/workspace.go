@@ -16,7 +16,7 @@ type Target struct {
 	Backend *exec.Backend
 	// Control is the control client of the workspace's mount; nil when the
 	// workspace is a plain directory, whose history tools then fail with
-	// ErrNoHistory.
+	// the code unavailable.
 	Control *control.Client
 }
 

@@ -18,6 +18,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentfs/agentfs/serve/apierr"
 	"github.com/agentfs/agentfs/serve/mcp"
 )
 
@@ -74,15 +75,15 @@ func Must(t testing.TB, s *sdk.ClientSession, name string, args map[string]any, 
 
 // Fails calls a tool that must fail with the error code and returns the
 // error.
-func Fails(t testing.TB, s *sdk.ClientSession, code, name string, args map[string]any) mcp.Error {
+func Fails(t testing.TB, s *sdk.ClientSession, code, name string, args map[string]any) apierr.Error {
 	t.Helper()
 	res := Call(t, s, name, args)
 	if !res.IsError {
 		t.Fatalf("%s %v succeeded, want error %s: %s", name, args, code, Text(res))
 	}
-	var body struct{ Error mcp.Error }
+	var body struct{ Error apierr.Error }
 	b, _ := json.Marshal(res.StructuredContent)
-	if err := json.Unmarshal(b, &body); err != nil || body.Error.Code != code {
+	if err := json.Unmarshal(b, &body); err != nil || string(body.Error.Code) != code {
 		t.Fatalf("%s %v: error %s (%v), want code %s", name, args, b, err, code)
 	}
 	if !strings.HasPrefix(Text(res), code+": ") {
