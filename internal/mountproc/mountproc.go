@@ -57,8 +57,10 @@ func DefaultStoreURL() (string, error) {
 
 // OpenRepo opens the store at url and the volume in it. With autoInit (the
 // embedded default store), a store without a volume gets one first
-// (InitVolume); otherwise that is an error matching snapshot.ErrNoVolume.
-// The caller closes the repo and then the store.
+// (InitVolume; a missing file:// directory is created); otherwise that is an
+// error matching snapshot.ErrNoVolume, or, for a file:// directory that does
+// not exist, blobstore.Open's error (which names it and says to run agentfs
+// init): nothing is created. The caller closes the repo and then the store.
 func OpenRepo(ctx context.Context, url string, autoInit bool) (*blobstore.Store, *snapshot.Repo, error) {
 	store, err := blobstore.Open(ctx, url, blobstore.Options{Create: autoInit})
 	if err != nil {
