@@ -44,6 +44,9 @@ func (m *Manager) validate(req CreateRequest) (string, error) {
 		if strings.ContainsRune(req.Base, '/') && !filepath.IsAbs(req.Base) {
 			return "", fmt.Errorf("workspace %s: base %q: a host directory must be absolute: %w", name, req.Base, ErrInvalidArgument)
 		}
+		if filepath.IsAbs(req.Base) && (within(req.Base, m.stateDir) || within(m.stateDir, req.Base)) {
+			return "", fmt.Errorf("workspace %s: base %s and the state directory %s: neither may lie inside the other (the workspace would read its own mount and cache): %w", name, req.Base, m.stateDir, ErrInvalidArgument)
+		}
 	case req.Base != "":
 		return "", fmt.Errorf("workspace %s: base is for virtual workspaces (add virtual): %w", name, ErrInvalidArgument)
 	}
@@ -272,4 +275,10 @@ func (m *Manager) removeWorkspace(ctx context.Context, rec record) error {
 		return fmt.Errorf("delete workspace %s: %w", rec.Name, err)
 	}
 	return nil
+}
+
+// within reports whether path is dir or lies below it.
+func within(path, dir string) bool {
+	path, dir = filepath.Clean(path), filepath.Clean(dir)
+	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
 }

@@ -40,13 +40,13 @@ func (c *clock) Advance(d time.Duration) {
 // env is a test's daemon environment: its own default store (through
 // XDG_DATA_HOME, which the mount servers inherit) and state directory.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	bin      string
 	stateDir string
 	clock    *clock
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	testenv.NeedFUSE(t)
 	bin := fstest.Binary(t)

@@ -98,6 +98,7 @@ func TestCreateKindsAndDelete(t *testing.T) {
 		{Name: "x", Virtual: true, Base: "s1", From: "a"}, // both
 		{Name: "x", DeleteOnExpiry: true},                 // no lifetime
 		{Name: "x", Lifetime: -1},
+		{Name: "x", Virtual: true, Base: filepath.Dir(e.stateDir)}, // over the state dir
 	} {
 		if _, err := m.Create(ctx, bad); !errors.Is(err, workspace.ErrInvalidArgument) {
 			t.Errorf("Create(%+v): %v, want ErrInvalidArgument", bad, err)
