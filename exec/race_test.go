@@ -156,3 +156,46 @@ func testFileSwapRace(t *testing.T, f fixture) {
 		t.Errorf("file operations reached outside the workspace: %v", leaks)
 	}
 }
+
+// TestWalkTrackerSwapRace walks a tree whose directory sub is exchanged, as
+// fast as can be, with a symlink to a directory outside: the change list
+// never names what is outside. (A walk may fail instead, when sub is seen as
+// a directory, then as a symlink, then as a directory again.)
+func TestWalkTrackerSwapRace(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	for _, p := range []string{filepath.Join(dir, "sub", "in"), filepath.Join(outside, "secret")} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "swap")); err != nil {
+		t.Fatal(err)
+	}
+	tr := &WalkTracker{Root: dir}
+	ctx := testCtx(t)
+	stop := swapLoop(t, filepath.Join(dir, "sub"), filepath.Join(dir, "swap"))
+	defer stop()
+	leaks, walks, failed := 0, 0, 0
+	for deadline := time.Now().Add(raceBudget / 3); walks < 20*raceRuns && time.Now().Before(deadline); walks++ {
+		m, err := tr.Begin(ctx, "")
+		if err != nil {
+			failed++
+			continue
+		}
+		for p := range m.(*walkMark).entries {
+			if strings.Contains(p, "secret") {
+				leaks++
+			}
+		}
+	}
+	t.Logf("%d walks: %d failed, %d listed an entry outside", walks, failed, leaks)
+	if leaks > 0 {
+		t.Errorf("%d of %d walks listed an entry of the directory outside", leaks, walks)
+	}
+	if failed > walks/2 {
+		t.Errorf("%d of %d walks failed", failed, walks)
+	}
+}

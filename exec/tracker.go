@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"syscall"
@@ -14,7 +16,9 @@ import (
 // tree and records, for every entry, its type, size, mode, mtime, ctime and
 // inode; Changes walks it again and compares. Symlinks are recorded, not
 // followed; directories are reported when created or deleted, not when their
-// entries change.
+// entries change. Each directory is opened relative to its parent (os.Root),
+// so a directory swapped for a symlink while the walk runs never leads it
+// out of Root: a command cannot make the change list name files outside.
 //
 // Cost: two full walks per command, one lstat per entry each, and the
 // memory of one record per entry while the command runs. BenchmarkWalkTracker
@@ -95,37 +99,57 @@ func diffEntries(before, after map[string]walkEntry) *Changes {
 }
 
 // walk records every entry below Root/dir (dir itself excluded), keyed by
-// its slash path relative to dir.
+// its slash path relative to dir. Each directory is opened relative to its
+// parent through an os.Root, so a directory swapped for a symlink while the
+// walk runs is not followed out of the tree (it is skipped: the next walk
+// sees the symlink).
 func (t *WalkTracker) walk(ctx context.Context, dir string) (map[string]walkEntry, error) {
 	base := filepath.Join(t.Root, filepath.FromSlash(dir))
+	root, err := os.OpenRoot(t.Root)
+	if err == nil && dir != "" {
+		top := root
+		root, err = top.OpenRoot(filepath.FromSlash(dir))
+		_ = top.Close()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("walking %s for the change list: %w", base, err)
+	}
+	defer func() { _ = root.Close() }()
 	out := map[string]walkEntry{}
 	n := 0
-	err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && p != base {
-				return nil // removed while we walked
-			}
-			return err
-		}
-		if p == base {
-			return nil
-		}
-		if n++; n%1024 == 0 {
+	if err := walkRoot(ctx, root, "", out, &n); err != nil {
+		return nil, fmt.Errorf("walking %s for the change list: %w", base, err)
+	}
+	return out, nil
+}
+
+// walkRoot records the entries of the directory r, whose slash path below
+// the walk's base is rel, and everything below them; n counts entries.
+func walkRoot(ctx context.Context, r *os.Root, rel string, out map[string]walkEntry, n *int) error {
+	d, err := r.Open(".")
+	if err != nil {
+		return err
+	}
+	// A Root's directory lists each entry with fstatat on it, not by path.
+	ents, err := d.ReadDir(-1)
+	_ = d.Close()
+	if err != nil {
+		return err
+	}
+	for _, de := range ents {
+		if *n++; *n%1024 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
-		fi, err := d.Info()
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
+		fi, err := de.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed while we walked
 		}
-		rel, err := filepath.Rel(base, p)
 		if err != nil {
 			return err
 		}
+		p := path.Join(rel, de.Name())
 		e := walkEntry{mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime().UnixNano()}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 			e.ctime = st.Ctim.Nano()
@@ -134,13 +158,24 @@ func (t *WalkTracker) walk(ctx context.Context, dir string) (map[string]walkEntr
 		if fi.IsDir() {
 			e.size = 0
 		}
-		out[filepath.ToSlash(rel)] = e
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("walking %s for the change list: %w", base, err)
+		out[p] = e
+		if !fi.IsDir() {
+			continue
+		}
+		sub, err := r.OpenRoot(de.Name())
+		if err != nil {
+			if now, lerr := r.Lstat(de.Name()); lerr != nil || !now.IsDir() {
+				continue // removed or replaced while we walked
+			}
+			return err
+		}
+		err = walkRoot(ctx, sub, p, out, n)
+		_ = sub.Close()
+		if err != nil {
+			return err
+		}
 	}
-	return out, nil
+	return nil
 }
 
 var _ ChangeTracker = (*WalkTracker)(nil)
