@@ -159,6 +159,7 @@ var table = []entry{
 	{"snapshot.ErrDefaultBranch", snapshot.ErrDefaultBranch, InvalidArgument},
 	{"snapshot.ErrLeaseHeld", snapshot.ErrLeaseHeld, Busy},
 	{"snapshot.ErrLeaseLost", snapshot.ErrLeaseLost, Conflict},
+	{"snapshot.ErrVolumeChanged", snapshot.ErrVolumeChanged, Unavailable}, // the store at the URL is not the volume opened: retry once it is back
 	{"snapshot.ErrCommitExists", snapshot.ErrCommitExists, Conflict},
 	{"snapshot.ErrSourceGone", snapshot.ErrSourceGone, Conflict},
 	{"snapshot.ErrTooLarge", snapshot.ErrTooLarge, TooLarge},
