@@ -115,7 +115,12 @@ func execute(ctx context.Context, c *call, in ExecuteInput) (ExecuteOutput, erro
 	if err != nil {
 		return ExecuteOutput{}, err
 	}
+	done, err := c.admit(false)
+	if err != nil {
+		return ExecuteOutput{}, err
+	}
 	res, err := c.Backend.Exec(ctx, req)
+	done()
 	if res == nil {
 		return ExecuteOutput{}, err
 	}
@@ -171,14 +176,20 @@ func backgroundStart(ctx context.Context, c *call, in BackgroundStartInput) (Job
 	if err != nil {
 		return JobStatus{}, err
 	}
-	j, err := c.Backend.Start(ctx, req)
+	done, err := c.admit(true)
 	if err != nil {
 		return JobStatus{}, err
 	}
-	// The workspace stays pinned while the job runs.
+	j, err := c.Backend.Start(ctx, req)
+	if err != nil {
+		done()
+		return JobStatus{}, err
+	}
+	// The workspace stays pinned, and the job admitted, while it runs.
 	release := c.hold()
 	go func() {
 		<-j.Done()
+		done()
 		release()
 	}()
 	return jobStatus(ctx, j), nil

@@ -95,6 +95,15 @@ func (c *call) hold() func() {
 	return c.release
 }
 
+// admit asks the workspace's Admit to run a command and returns the
+// function to call when it has ended.
+func (c *call) admit(job bool) (func(), error) {
+	if c.Admit == nil {
+		return func() {}, nil
+	}
+	return c.Admit(job)
+}
+
 // handler is a tool's implementation.
 type handler[In, Out any] func(ctx context.Context, c *call, in In) (Out, error)
 
@@ -124,6 +133,9 @@ func addTool[In, Out any](s *sdk.Server, ws Workspace, t *sdk.Tool, h handler[In
 				c.release()
 			}
 		}()
+		if tgt.ReadOnly && (t.Annotations == nil || !t.Annotations.ReadOnlyHint) {
+			return nil, zero, apierr.New(apierr.Forbidden, "%s changes the workspace, and this token is read-only", t.Name)
+		}
 		out, err := h(ctx, c, in)
 		if err != nil {
 			return nil, zero, toolError(err, path)

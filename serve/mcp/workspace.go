@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentfs/agentfs/exec"
 	"github.com/agentfs/agentfs/fs/control"
+	"github.com/agentfs/agentfs/serve/workspace"
 )
 
 // Target is what a tool call works on.
@@ -18,6 +19,14 @@ type Target struct {
 	// workspace is a plain directory, whose history tools then fail with
 	// the code unavailable.
 	Control *control.Client
+	// ReadOnly refuses the tools that change the workspace (forbidden):
+	// what a read-only token gets.
+	ReadOnly bool
+	// Admit, when set, is asked before each command (job: a background
+	// job) and returns the function to call when the command has ended;
+	// its error refuses the command (a daemon's limits: busy). nil admits
+	// every command.
+	Admit func(job bool) (done func(), err error)
 }
 
 // Workspace is the one workspace the tools of a server act on.
@@ -38,4 +47,26 @@ type Fixed Target
 // Acquire returns the fixed target; release does nothing.
 func (f Fixed) Acquire(context.Context) (Target, func(), error) {
 	return Target(f), func() {}, nil
+}
+
+// Managed is a workspace of a daemon's manager: each tool call acquires it
+// (mounting it if needed, see workspace.Manager.Acquire) and releases it
+// when the call returns, or when its background job ends. Background jobs
+// live in the mount's backend: they are listed while the workspace stays
+// mounted, and a running job keeps it mounted.
+type Managed struct {
+	Manager *workspace.Manager
+	Name    string
+	// ReadOnly and Admit are copied into every Target.
+	ReadOnly bool
+	Admit    func(job bool) (done func(), err error)
+}
+
+// Acquire acquires the workspace from the manager.
+func (w Managed) Acquire(ctx context.Context) (Target, func(), error) {
+	h, err := w.Manager.Acquire(ctx, w.Name)
+	if err != nil {
+		return Target{}, nil, err
+	}
+	return Target{Backend: h.Backend, Control: h.Control, ReadOnly: w.ReadOnly, Admit: w.Admit}, h.Release, nil
 }

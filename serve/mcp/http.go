@@ -1,0 +1,49 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentfs/agentfs/serve/apierr"
+)
+
+// Resolver picks the workspace of an HTTP request to the MCP endpoint. It
+// runs for every request, after the daemon has authenticated it; an error
+// (an *apierr.Error, or any error apierr classifies) is answered as the
+// HTTP API answers errors: the code's status and {"error": {...}}.
+type Resolver func(r *http.Request) (Workspace, error)
+
+type workspaceKey struct{}
+
+// NewHandler serves the tools over MCP's streamable HTTP transport, for
+// the workspace resolve picks for each request. The handler is stateless:
+// every POST is authenticated and resolved on its own, with no session to
+// steal or to lose when the daemon restarts (GET and DELETE, which only
+// sessions use, answer 405). Answers are JSON, not event streams.
+func NewHandler(resolve Resolver, opts Options) http.Handler {
+	h := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
+		ws, _ := r.Context().Value(workspaceKey{}).(Workspace)
+		if ws == nil {
+			return nil
+		}
+		return NewServer(ws, opts)
+	}, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: opts.Logger})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := resolve(r)
+		if err != nil {
+			writeError(w, apierr.From(err, ""))
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), workspaceKey{}, ws)))
+	})
+}
+
+// writeError answers e as the HTTP API does.
+func writeError(w http.ResponseWriter, e *apierr.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status())
+	_ = json.NewEncoder(w).Encode(map[string]*apierr.Error{"error": e})
+}
