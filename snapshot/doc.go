@@ -3,9 +3,10 @@
 // content-addressed blobs (file chunks and directory trees), numbered commits
 // on branches, named snapshots and writer leases.
 //
-// Everything here is immutable once written, except three small mutable
-// objects: a branch's head hint (a cache, always verified), a writer's lease
-// and nothing else. A commit is written with a conditional create only after
+// Everything here is immutable once written, except four small mutable
+// objects: a branch's head hint (a cache, always verified), a writer's
+// lease, the volume's retention policy (retention.json) and the record of
+// the last gc that applied it (gc/last.json). A commit is written with a conditional create only after
 // every object it references is stored, so a reader never meets a commit
 // whose trees or chunks are missing.
 //

@@ -53,40 +53,14 @@ import (
 // Packs with some live blobs are kept whole (no repacking); their dead
 // bytes are reported.
 
-// Retention says which commits gc keeps besides the ones it always keeps:
-// each branch's head, and every commit whose successor is younger than the
-// grace period (readers following a branch may still be on it). The zero
-// value keeps every commit. With both fields set, a commit is kept if
-// either keeps it.
-type Retention struct {
-	// KeepLast keeps the newest N commits of each branch (0: no rule).
-	KeepLast int
-	// KeepWithin keeps the commits written within this duration before
-	// now, by their objects' store modification times (0: no rule).
-	KeepWithin time.Duration
-}
-
-// KeepsAll reports whether p keeps every commit.
-func (p Retention) KeepsAll() bool { return p.KeepLast <= 0 && p.KeepWithin <= 0 }
-
-// String describes the policy for reports.
-func (p Retention) String() string {
-	if p.KeepsAll() {
-		return "keep every commit"
-	}
-	var parts []string
-	if p.KeepLast > 0 {
-		parts = append(parts, fmt.Sprintf("keep the last %d per branch", p.KeepLast))
-	}
-	if p.KeepWithin > 0 {
-		parts = append(parts, "keep those within "+p.KeepWithin.String())
-	}
-	return strings.Join(parts, " and ")
-}
-
 // GCOptions modify GC.
 type GCOptions struct {
+	// Policy says which commits to keep; the zero value keeps every
+	// commit. The volume's own policy is Repo.Retention.
 	Policy Retention
+	// VolumePolicy applies the volume's own policy (Repo.Retention: its
+	// retention.json, or DefaultRetention) instead of Policy.
+	VolumePolicy bool
 	// DryRun computes everything and deletes nothing.
 	DryRun bool
 	// Grace is how old an unreferenced pack must be to be deleted, and how
@@ -119,7 +93,10 @@ type GCReport struct {
 	Branches      int `json:"branches"`
 	CommitsKept   int `json:"commits_kept"`
 	CommitsPruned int `json:"commits_pruned"`
-	Snapshots     int `json:"snapshots"`
+	// Pruned lists, per branch, the numbers of the commits removed (or,
+	// with DryRun, that would be).
+	Pruned    map[string][]uint64 `json:"pruned,omitempty"`
+	Snapshots int                 `json:"snapshots"`
 	// Recheck found these commits and snapshots written during the gc.
 	NewCommits   int `json:"new_commits"`
 	NewSnapshots int `json:"new_snapshots"`
@@ -219,14 +196,13 @@ func (r *Repo) planRetention(ctx context.Context, p Retention, now time.Time, gr
 	}
 	plan := &retentionPlan{listed: map[CommitID]bool{}}
 	for branch, cs := range objs {
-		n := len(cs)
-		for i := range cs {
-			c := &cs[i]
+		mods := make([]time.Time, len(cs))
+		for i, c := range cs {
 			plan.listed[CommitID{branch, c.seq}] = true
-			c.keep = i == n-1 || p.KeepsAll() ||
-				p.KeepLast > 0 && i >= n-p.KeepLast ||
-				p.KeepWithin > 0 && !c.mod.Before(now.Add(-p.KeepWithin-clockSlack)) ||
-				!cs[min(i+1, n-1)].mod.Before(now.Add(-grace-clockSlack))
+			mods[i] = c.mod
+		}
+		for i, k := range p.keep(mods, now, grace) {
+			cs[i].keep = k
 		}
 		plan.branches = append(plan.branches, branchPlan{name: branch, commits: cs})
 	}
@@ -266,8 +242,17 @@ func (r *Repo) storeNow(ctx context.Context) (time.Time, bool) {
 // per distinct stored blob reachable (GCReport.TreesRead, BlobsMarked).
 func (r *Repo) GC(ctx context.Context, opts GCOptions) (rep GCReport, err error) {
 	started := time.Now()
-	rep = GCReport{DryRun: opts.DryRun, Policy: opts.Policy.String()}
+	rep = GCReport{DryRun: opts.DryRun}
 	defer func() { rep.Duration = time.Since(started) }()
+	if opts.VolumePolicy {
+		if opts.Policy, _, err = r.Retention(ctx); err != nil {
+			return rep, fmt.Errorf("gc: %w", err)
+		}
+	}
+	rep.Policy = opts.Policy.String()
+	if err := opts.Policy.Validate(); err != nil {
+		return rep, fmt.Errorf("gc: %w", err)
+	}
 	grace := opts.Grace
 	if grace <= 0 {
 		grace = UploadGrace
@@ -326,6 +311,10 @@ func (r *Repo) GC(ctx context.Context, opts GCOptions) (rep GCReport, err error)
 				rep.CommitsKept++
 			} else {
 				rep.CommitsPruned++
+				if rep.Pruned == nil {
+					rep.Pruned = map[string][]uint64{}
+				}
+				rep.Pruned[b.name] = append(rep.Pruned[b.name], c.seq)
 			}
 		}
 	}
@@ -543,6 +532,11 @@ func (r *Repo) GC(ctx context.Context, opts GCOptions) (rep GCReport, err error)
 	}
 	if err := g.Wait(); err != nil {
 		return rep, fmt.Errorf("gc: scan packs: %w", err)
+	}
+	if opts.VolumePolicy && !opts.DryRun {
+		if err := r.recordGC(ctx, rep); err != nil {
+			return rep, fmt.Errorf("gc: record the run: %w", err)
+		}
 	}
 	return rep, nil
 }

@@ -176,3 +176,57 @@ func TestGCProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestGCDefaultRetention applies the default policy on real stores: within
+// the hour it removes nothing; a week and a day later only the branch
+// heads and the snapshots are left, their data intact, and fsck --full
+// finds nothing wrong.
+func TestGCDefaultRetention(t *testing.T) {
+	forEachStore(t, func(t *testing.T, url string) {
+		v := newVol(t, url)
+		ctx := v.ctx
+		for i := range 5 {
+			v.commit("main", map[string]fspec{"f": {Data: fmt.Sprintf("main %d %s", i, strings.Repeat("m", 500))}})
+			v.commit("side", map[string]fspec{"g": {Data: fmt.Sprintf("side %d %s", i, strings.Repeat("s", 500))}})
+			if i == 1 {
+				if _, err := v.r.SaveSnapshot(ctx, "old", snapshot.CommitID{Branch: "main"}, snapshot.SaveOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		gc := func(ahead time.Duration) snapshot.GCReport {
+			t.Helper()
+			rep, err := v.r.GC(ctx, snapshot.GCOptions{Policy: snapshot.DefaultRetention(), Grace: time.Minute,
+				Now: func() time.Time { return time.Now().Add(ahead) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rep
+		}
+		if rep := gc(30 * time.Minute); rep.CommitsPruned != 0 || rep.CommitsKept != 11 {
+			t.Fatalf("within the hour: %+v", rep)
+		}
+		rep := gc(8 * 24 * time.Hour)
+		if rep.CommitsKept != 2 || rep.CommitsPruned != 9 || rep.PacksSwept == 0 {
+			t.Fatalf("a week later: %+v", rep)
+		}
+		for branch, want := range map[string]string{"main": "main 4", "side": "side 4"} {
+			seqs, err := v.r.ListCommits(ctx, branch)
+			if err != nil || len(seqs) != 1 {
+				t.Fatalf("%s: commits %v %v", branch, seqs, err)
+			}
+			head, err := v.r.Head(ctx, branch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := readPath(t, v.r, snapshot.CommitTree(head), map[string]string{"main": "f", "side": "g"}[branch]); !strings.HasPrefix(got, want) {
+				t.Fatalf("%s head reads %q", branch, got[:10])
+			}
+		}
+		s, err := v.r.GetSnapshot(ctx, "old")
+		if err != nil || !strings.HasPrefix(readPath(t, v.r, s.Tree(), "f"), "main 1") {
+			t.Fatalf("snapshot old: %v", err)
+		}
+		mustFsck(t, v.r)
+	})
+}

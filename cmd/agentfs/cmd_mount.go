@@ -376,6 +376,8 @@ type mountd struct {
 	log *slog.Logger
 	ws  *overlay.Workspace // a virtual mount's workspace, else nil
 
+	autogc *autoGC // the background gc of a read-write mount, else nil
+
 	gone     chan struct{} // closed when the FUSE server stopped (unmounted)
 	closed   chan struct{} // closed when the volume is closed
 	closeErr error         // set before closed is closed
@@ -525,6 +527,10 @@ func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logge
 	vol.SetNotifier(srv)
 	m := &mountd{vol: vol, srv: srv, log: lg, gone: make(chan struct{}), closed: make(chan struct{})}
 	m.ws = ws
+	if !f.readOnly {
+		m.autogc = &autoGC{repo: repo, log: lg, first: autoGCFirst, every: autoGCEvery}
+		defer m.autogc.start(ctx)()
+	}
 	go func() { srv.Wait(); close(m.gone) }()
 	mi, err := afs.MountOf(t.mnt)
 	if err != nil {

@@ -24,10 +24,11 @@ func newStatusCmd() *cobra.Command {
 		Use:   "status MOUNTPOINT",
 		Short: "Show the state of a mount: head commit, bytes waiting, cache use, lease",
 		Long: `Show the state of the agentfs mount at MOUNTPOINT: the volume and branch, the
-last commit, what waits to be uploaded, the local cache's use, the writer lease
-the volume's branch and snapshot counts, and the blob store's counters since
-the mount started. --json prints the same
-as one JSON object (fields "mount", "volume", "store").`,
+last commit, what waits to be uploaded, the local cache's use, the writer lease,
+the volume's branch and snapshot counts, its retention policy and the mount's
+last background gc, and the blob store's counters since the mount started.
+--json prints the same as one JSON object (fields "mount", "volume", "store",
+"refs", "retention").`,
 		Example: `  agentfs status ./workspace
   agentfs status --json /mnt/ws | jq .volume.dirty_bytes`,
 		Args: cobra.ExactArgs(1),
@@ -90,6 +91,12 @@ func writeStatus(w io.Writer, st control.Status, now time.Time) error {
 	}
 	if st.Refs != nil {
 		row("history", "%d branches, %d snapshots (agentfs branch list / snapshot list %s)", st.Refs.Branches, st.Refs.Snapshots, m.MountPoint)
+	}
+	if r := st.Retention; r != nil {
+		row("retention", "%s", retentionLine(*r))
+		if l := autoGCLine(r.LastGC, now); l != "" {
+			row("gc", "%s", l)
+		}
 	}
 	row("open files", "%d", v.OpenFiles)
 	row("cache", "%s of %s clean data in %s", humanBytes(v.CacheBytes), humanBytes(v.CacheLimit), v.CacheDir)

@@ -22,6 +22,8 @@ func TestWriteStatus(t *testing.T) {
 		Store: control.Stats{BlobPuts: 4, BytesUploaded: 2048, BlobGets: 1, BytesDownloaded: 10},
 		FUSE:  []afs.OpStats{{Op: "lookup", Calls: 10}, {Op: "write", Calls: 30}},
 		Refs:  &control.RefCounts{Branches: 3, Snapshots: 5},
+		Retention: &control.Retention{Description: snapshot.DefaultRetention().String(),
+			LastGC: &control.AutoGCRun{Time: now.Add(-10 * time.Minute), CommitsPruned: 700, PacksSwept: 3, BytesFreed: 5 << 20, Next: now.Add(50 * time.Minute)}},
 	}
 	var b bytes.Buffer
 	if err := writeStatus(&b, st, now); err != nil {
@@ -37,6 +39,8 @@ func TestWriteStatus(t *testing.T) {
 		"store:        4 PUTs (2.0 KiB up), 1 GETs (10 B down), 0 errors since mount",
 		"requests:     40 since mount (write 30, lookup 10)",
 		"history:      3 branches, 5 snapshots (agentfs branch list / snapshot list /ws)",
+		"retention:    keep every commit of the last 1h; the newest per hour for 1d, per day for 1w (the default)",
+		"gc:           last background gc 10m ago: 700 commits and 3 packs removed, 5.0 MiB freed; next in 50m",
 	} {
 		if !strings.Contains(b.String(), want+"\n") {
 			t.Errorf("status lacks %q:\n%s", want, b.String())

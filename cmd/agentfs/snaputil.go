@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -193,8 +192,9 @@ func (t *volTarget) gc(ctx context.Context, req control.GCRequest, prog func(sna
 	if t.mount != nil {
 		return t.mount.GC(ctx, req, prog)
 	}
-	return t.repo.GC(ctx, snapshot.GCOptions{Policy: snapshot.Retention{KeepLast: req.KeepLast, KeepWithin: req.KeepWithin},
-		DryRun: req.DryRun, Grace: req.Grace, Progress: prog})
+	opts := req.Options()
+	opts.Progress = prog
+	return t.repo.GC(ctx, opts)
 }
 
 func (t *volTarget) fsck(ctx context.Context, full bool, prog func(snapshot.Progress)) (snapshot.FsckReport, error) {
@@ -237,32 +237,14 @@ func fmtSize(n int64) string { return histdiff.FmtSize(n) }
 // parseAge parses a duration: Go syntax (90m, 36h) plus d (days) and w
 // (weeks), e.g. 7d, 2w, 1d12h.
 func parseAge(s string) (time.Duration, error) {
-	rest := strings.TrimSpace(s)
-	var total time.Duration
-	for _, unit := range []struct {
-		suffix string
-		d      time.Duration
-	}{{"w", 7 * 24 * time.Hour}, {"d", 24 * time.Hour}} {
-		if i := strings.Index(rest, unit.suffix); i > 0 {
-			n, err := strconv.ParseFloat(rest[:i], 64)
-			if err != nil || n < 0 {
-				return 0, fmt.Errorf("invalid duration %q (examples: 12h, 7d, 2w)", s)
-			}
-			total += time.Duration(n * float64(unit.d))
-			rest = rest[i+1:]
-		}
+	d, err := snapshot.ParseAge(s)
+	if err != nil {
+		return 0, err
 	}
-	if rest != "" {
-		d, err := time.ParseDuration(rest)
-		if err != nil || d < 0 {
-			return 0, fmt.Errorf("invalid duration %q (examples: 12h, 7d, 2w)", s)
-		}
-		total += d
-	}
-	if total <= 0 {
+	if d <= 0 {
 		return 0, fmt.Errorf("invalid duration %q: must be positive", s)
 	}
-	return total, nil
+	return d, nil
 }
 
 // ageFlag is a pflag.Value for parseAge durations.

@@ -75,6 +75,10 @@ type Status struct {
 	// Refs counts the volume's branches and snapshots; nil when the mount
 	// serves no history or the count failed.
 	Refs *RefCounts `json:"refs,omitempty"`
+	// Retention is the volume's retention policy and the mount's last
+	// background gc; nil when the mount serves no history or reading the
+	// policy failed.
+	Retention *Retention `json:"retention,omitempty"`
 }
 
 // Stats are cumulative counters of a mount since it was mounted; they

@@ -92,9 +92,10 @@ type DiffResult struct {
 
 // GCRequest are the options of a gc run by the mount (snapshot.GCOptions).
 type GCRequest struct {
-	KeepLast   int           `json:"keep_last,omitempty"`
-	KeepWithin time.Duration `json:"keep_within_ns,omitempty"`
-	DryRun     bool          `json:"dry_run,omitempty"`
+	// Policy says which commits to keep; nil applies the volume's own
+	// (snapshot.Repo.Retention).
+	Policy *snapshot.Retention `json:"policy,omitempty"`
+	DryRun bool                `json:"dry_run,omitempty"`
 	// Grace overrides the grace period (tests only; see snapshot.GCOptions).
 	Grace time.Duration `json:"grace_ns,omitempty"`
 }
@@ -112,6 +113,7 @@ var historyCodes = map[string]error{
 	"lease_held":       snapshot.ErrLeaseHeld,
 	"no_commits":       snapshot.ErrNoCommits,
 	"source_gone":      snapshot.ErrSourceGone,
+	"bad_retention":    snapshot.ErrBadRetention,
 	"read_only":        cache.ErrReadOnly,
 	"no_history":       ErrNoHistory,
 	"history_canceled": context.Canceled,
@@ -163,6 +165,8 @@ func (s *Server) registerHistory(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /v1/history/branches/{name}", s.withHistory(s.handleDeleteBranch))
 	mux.HandleFunc("POST /v1/history/gc", s.withHistory(s.handleGC))
 	mux.HandleFunc("POST /v1/history/fsck", s.withHistory(s.handleFsck))
+	mux.HandleFunc("GET /v1/history/retention", s.withHistory(s.handleGetRetention))
+	mux.HandleFunc("POST /v1/history/retention", s.withHistory(s.handleSetRetention))
 }
 
 type historyHandler func(w http.ResponseWriter, r *http.Request, h History)
@@ -395,10 +399,9 @@ func (s *Server) handleGC(w http.ResponseWriter, r *http.Request, h History) {
 		return
 	}
 	st := newStream(w)
-	rep, err := h.Repo().GC(r.Context(), snapshot.GCOptions{
-		Policy: snapshot.Retention{KeepLast: req.KeepLast, KeepWithin: req.KeepWithin},
-		DryRun: req.DryRun, Grace: req.Grace, Progress: st.progress,
-	})
+	opts := req.Options()
+	opts.Progress = st.progress
+	rep, err := h.Repo().GC(r.Context(), opts)
 	st.finish(rep, err)
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentfs/agentfs/internal/histdiff"
 	"github.com/agentfs/agentfs/internal/snapshottest"
@@ -136,6 +137,25 @@ func TestHistoryRequests(t *testing.T) {
 			t.Errorf("live differs from base after restore: %d changes, %v", n, err)
 		}
 	})
+	t.Run("Retention", func(t *testing.T) {
+		ret, err := c.Retention(ctx)
+		if err != nil || ret.Stored || ret.Policy != snapshot.DefaultRetention() || ret.LastGC != nil {
+			t.Fatalf("default: %+v %v", ret, err)
+		}
+		want := snapshot.Retention{KeepLast: 5, Daily: 48 * time.Hour}
+		if ret, err = c.SetRetention(ctx, RetentionRequest{Policy: want}); err != nil || !ret.Stored || ret.Policy != want {
+			t.Fatalf("set: %+v %v", ret, err)
+		}
+		if st, err := c.Status(ctx); err != nil || st.Retention == nil || st.Retention.Policy != want {
+			t.Errorf("status retention: %+v %v", st.Retention, err)
+		}
+		if _, err = c.SetRetention(ctx, RetentionRequest{Policy: snapshot.Retention{Daily: -1}}); !errors.Is(err, snapshot.ErrBadRetention) {
+			t.Errorf("negative rule: %v", err)
+		}
+		if ret, err = c.SetRetention(ctx, RetentionRequest{Reset: true}); err != nil || ret.Stored {
+			t.Errorf("reset: %+v %v", ret, err)
+		}
+	})
 	t.Run("GCAndFsckStream", func(t *testing.T) {
 		var progress int
 		rep, err := c.Fsck(ctx, true, func(snapshot.Progress) { progress++ })
@@ -145,6 +165,12 @@ func TestHistoryRequests(t *testing.T) {
 		g, err := c.GC(ctx, GCRequest{DryRun: true}, nil)
 		if err != nil || !g.DryRun || g.Snapshots != 2 {
 			t.Errorf("gc: %+v %v", g, err)
+		}
+		if g.Policy != snapshot.DefaultRetention().String() {
+			t.Errorf("gc without rules applied %q, not the volume's default policy", g.Policy)
+		}
+		if g, err = c.GC(ctx, GCRequest{DryRun: true, Policy: &snapshot.Retention{KeepLast: 1}}, nil); err != nil || g.Policy != "keep the last 1 per branch" {
+			t.Errorf("gc with rules: %+v %v", g, err)
 		}
 		if err := c.DeleteSnapshot(ctx, "base"); err != nil {
 			t.Error(err)

@@ -93,7 +93,8 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, "status", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, Status{Info: s.info, Volume: vs, Store: s.stats(), FUSE: s.b.Ops(), Refs: s.refCounts(r.Context())})
+	writeJSON(w, http.StatusOK, Status{Info: s.info, Volume: vs, Store: s.stats(), FUSE: s.b.Ops(), Refs: s.refCounts(r.Context()),
+		Retention: s.statusRetention(r.Context())})
 }
 
 func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
