@@ -157,6 +157,7 @@ var table = []entry{
 	{"snapshot.ErrNoVolume", snapshot.ErrNoVolume, NotFound},
 	{"snapshot.ErrAmbiguousRef", snapshot.ErrAmbiguousRef, NotUnique},
 	{"snapshot.ErrDefaultBranch", snapshot.ErrDefaultBranch, InvalidArgument},
+	{"snapshot.ErrBadRetention", snapshot.ErrBadRetention, InvalidArgument},
 	{"snapshot.ErrLeaseHeld", snapshot.ErrLeaseHeld, Busy},
 	{"snapshot.ErrLeaseLost", snapshot.ErrLeaseLost, Conflict},
 	{"snapshot.ErrVolumeChanged", snapshot.ErrVolumeChanged, Unavailable}, // the store at the URL is not the volume opened: retry once it is back
