@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -111,16 +112,9 @@ func (e *env) serverPIDs() []int {
 		if err != nil || !strings.Contains(string(b), e.stateDir) || !strings.Contains(string(b), "mount\x00") {
 			continue
 		}
-		if st, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat")); err == nil {
-			if i := strings.LastIndexByte(string(st), ')'); i > 0 && i+2 < len(st) && st[i+2] == 'Z' {
-				continue
-			}
+		if pid, err := strconv.Atoi(d.Name()); err == nil && pidRunning(pid) {
+			pids = append(pids, pid)
 		}
-		var pid int
-		for _, c := range d.Name() {
-			pid = pid*10 + int(c-'0')
-		}
-		pids = append(pids, pid)
 	}
 	return pids
 }

@@ -23,6 +23,11 @@ func (m *Manager) recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// First the commands left running: they would keep mounts busy and
+	// go on writing to adopted ones.
+	if n := m.killOrphans(); n > 0 {
+		m.log.Warn("killed commands a previous daemon left running", "count", n)
+	}
 	for name, why := range skipped {
 		m.log.Warn("state dir: a workspace directory without a readable record is left alone", "dir", m.wsDir(name), "err", why)
 		// Whatever it is, nothing may stay mounted on its mount point.

@@ -5,7 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
+	osexec "os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentfs/agentfs/exec"
 	"github.com/agentfs/agentfs/fs/fstest"
 	"github.com/agentfs/agentfs/serve/workspace"
 )
@@ -67,6 +68,10 @@ func runDaemon(stateDir, bin string) error {
 			return err
 		}
 		fmt.Printf("pid %s %d\n", name, info.PID)
+		// A command running when the daemon is killed.
+		if _, err := h.Backend.Start(ctx, exec.Request{Command: "sleep 600"}); err != nil {
+			return err
+		}
 		if name == "adopt" {
 			if err := h.Backend.WriteFile(ctx, "cached.txt", []byte("cache")); err != nil {
 				return err
@@ -87,7 +92,7 @@ func runDaemon(stateDir, bin string) error {
 func TestKill9Recovery(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := osexec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), daemonEnv+"="+e.stateDir, binEnv+"="+e.bin)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -127,7 +132,13 @@ func TestKill9Recovery(t *testing.T) {
 		t.Fatal("the stale mount's server did not die")
 	}
 
+	if len(e.workingThere()) == 0 {
+		t.Fatal("no command of the killed daemon runs in its workspaces")
+	}
 	m := e.open(e.config())
+	if pids := e.workingThere(); len(pids) != 0 {
+		t.Errorf("commands of the killed daemon still run after recovery: %v", pids)
+	}
 	for name, want := range map[string]workspace.Status{"adopt": workspace.StatusMounted, "stale": workspace.StatusUnmounted, "cold": workspace.StatusUnmounted} {
 		if got := status(t, m, name); got != want {
 			t.Errorf("%s after recovery: %s, want %s", name, got, want)
@@ -176,4 +187,31 @@ func TestKill9Recovery(t *testing.T) {
 	if got := readFile(t, h, "synced.txt") + readFile(t, h, "cached.txt"); got != "adoptcache" {
 		t.Errorf("adopt's files from the store: %q", got)
 	}
+}
+
+// workingThere returns the processes whose working directory lies under
+// e's state directory.
+func (e *env) workingThere() []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, d := range ents {
+		cwd, err := os.Readlink(filepath.Join("/proc", d.Name(), "cwd"))
+		if err != nil || !strings.HasPrefix(cwd, e.stateDir+"/") {
+			continue
+		}
+		if pid, err := strconv.Atoi(d.Name()); err == nil && pidRunning(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// pidRunning reports whether pid runs (not a zombie).
+func pidRunning(pid int) bool {
+	st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(st), ')')
+	return i > 0 && i+2 < len(st) && st[i+2] != 'Z'
 }

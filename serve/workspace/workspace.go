@@ -26,7 +26,8 @@
 // After a kill -9 of the daemon, Open adopts the mount servers that still
 // answer their control sockets and cleans up mounts whose server is gone
 // (their cache directories keep every change; the next mount uploads
-// them), so nothing synced is lost and no stale mount stays.
+// them), and kills the commands it left running in workspaces, so nothing
+// synced is lost and no stale mount or orphan process stays.
 package workspace
 
 import (
@@ -232,7 +233,8 @@ type wsState struct {
 // same state directory fails), then recovers what a daemon killed before
 // left: mount servers still answering are adopted (their workspaces stay
 // mounted), stale mounts are unmounted (their caches keep every change
-// for the next mount), and creations or removals that were cut short are
+// for the next mount), commands it left running in workspaces are
+// killed, and creations or removals that were cut short are
 // finished or undone.
 func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	if cfg.IdleTimeout <= 0 {
@@ -483,6 +485,20 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 	}
 	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// Mounted returns the number of mounted workspaces, without asking the
+// mounts or the store (for metrics).
+func (m *Manager) Mounted() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, ws := range m.ws {
+		if ws.mnt != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Get describes workspace name: ErrNotFound if there is none.
