@@ -1,0 +1,309 @@
+// Package api holds the request and response bodies of the agentfs serve
+// HTTP API (/v1), as Go types with their JSON names. The server (serve)
+// and the Go client (serve/client) both use them, so they cannot drift;
+// serve/openapi.json describes the same shapes for other languages.
+//
+// The package has no dependencies beyond the standard library, so that a
+// client does not pull in the engine.
+package api
+
+import "time"
+
+// Error is the body of every failed request: {"error": {...}}.
+type Error struct {
+	// Code is a stable error code (serve/apierr): not_found, exists,
+	// path_escape, ...
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Path is the workspace path the request named, if any.
+	Path string `json:"path,omitempty"`
+}
+
+// ErrorBody wraps Error as the API sends it.
+type ErrorBody struct {
+	Error Error `json:"error"`
+}
+
+// Health is the answer of GET /healthz.
+type Health struct {
+	Status  string `json:"status"`
+	Version string `json:"version"`
+}
+
+// CreateWorkspace is the body of POST /v1/workspaces.
+type CreateWorkspace struct {
+	Name string `json:"name"`
+	// From: "" an empty workspace, "snapshot:S" a snapshot, or the name
+	// of a workspace to fork.
+	From string `json:"from,omitempty"`
+	// Virtual: copy-on-write over Base ("snapshot:S" or an absolute host
+	// directory the daemon may read); diff, commit and discard apply.
+	Virtual bool   `json:"virtual,omitempty"`
+	Base    string `json:"base,omitempty"`
+	// Lifetime in seconds (0: none): when it ends, the workspace's
+	// commands and jobs are killed and it is synced and unmounted (and
+	// deleted with DeleteOnExpiry).
+	Lifetime       float64           `json:"lifetime,omitempty"`
+	DeleteOnExpiry bool              `json:"delete_on_expiry,omitempty"`
+	Metadata       map[string]string `json:"metadata,omitempty"`
+}
+
+// Workspace describes a workspace.
+type Workspace struct {
+	Name string `json:"name"`
+	// Branch of the daemon's volume that holds it.
+	Branch string `json:"branch"`
+	// Status is "mounted" or "unmounted".
+	Status       string     `json:"status"`
+	HeadCommit   string     `json:"head_commit"`
+	BytesWaiting int64      `json:"bytes_waiting"`
+	Created      time.Time  `json:"created"`
+	LastUsed     time.Time  `json:"last_used"`
+	ExpiresAt    *time.Time `json:"expires_at,omitempty"`
+	// DeleteOnExpiry and Expired describe the lifetime.
+	DeleteOnExpiry bool              `json:"delete_on_expiry,omitempty"`
+	Expired        bool              `json:"expired,omitempty"`
+	Virtual        bool              `json:"virtual"`
+	Base           string            `json:"base,omitempty"`
+	From           string            `json:"from,omitempty"`
+	Metadata       map[string]string `json:"metadata,omitempty"`
+}
+
+// WorkspaceList is the answer of GET /v1/workspaces.
+type WorkspaceList struct {
+	Workspaces []Workspace `json:"workspaces"`
+}
+
+// CreateToken is the body of POST /v1/tokens.
+type CreateToken struct {
+	// Workspace the token is scoped to.
+	Workspace string `json:"workspace"`
+	// ReadOnly tokens may only read (files, stat, list, jobs' output).
+	ReadOnly bool `json:"read_only,omitempty"`
+}
+
+// Token describes a workspace token; Token (the secret) is set only in
+// the answer of POST /v1/tokens.
+type Token struct {
+	ID        string    `json:"id"`
+	Workspace string    `json:"workspace"`
+	ReadOnly  bool      `json:"read_only"`
+	Created   time.Time `json:"created"`
+	Token     string    `json:"token,omitempty"`
+}
+
+// TokenList is the answer of GET /v1/tokens.
+type TokenList struct {
+	Tokens []Token `json:"tokens"`
+}
+
+// Encodings of command input and output.
+const (
+	// EncodingUTF8 is the default: output is text, bytes that are not
+	// UTF-8 become U+FFFD.
+	EncodingUTF8 = "utf-8"
+	// EncodingBase64 makes stdin and every output field base64, byte
+	// for byte.
+	EncodingBase64 = "base64"
+)
+
+// ExecRequest is the body of POST .../exec, .../exec/stream and .../jobs.
+type ExecRequest struct {
+	// Command is a shell line (sh -c); Argv a program and its arguments
+	// run without a shell. Exactly one is set.
+	Command string   `json:"command,omitempty"`
+	Argv    []string `json:"argv,omitempty"`
+	// Env is added to the command's environment.
+	Env map[string]string `json:"env,omitempty"`
+	// Cwd is the working directory, relative to the workspace root.
+	Cwd string `json:"cwd,omitempty"`
+	// Stdin is the standard input (base64 with EncodingBase64).
+	Stdin string `json:"stdin,omitempty"`
+	// Timeout in seconds; 0 means 120 s for exec, none for a job. The
+	// whole process tree is killed when it passes (timed_out, exit 137).
+	Timeout float64 `json:"timeout,omitempty"`
+	// OutputLimit caps the bytes of output kept (stdout and stderr
+	// together); 0 means 1 MiB.
+	OutputLimit int64 `json:"output_limit,omitempty"`
+	// Encoding is EncodingUTF8 ("" too) or EncodingBase64.
+	Encoding string `json:"encoding,omitempty"`
+}
+
+// Changes lists what a command created, modified and deleted, relative
+// to the workspace root.
+type Changes struct {
+	Created  []string `json:"created"`
+	Modified []string `json:"modified"`
+	Deleted  []string `json:"deleted"`
+}
+
+// ExecResult is the result of a command.
+type ExecResult struct {
+	// ExitCode: 128+N for a command killed by signal N (137 on timeout),
+	// 127 for a program not found.
+	ExitCode int `json:"exit_code"`
+	// Stdout, Stderr and Output (both, interleaved as received), in
+	// Encoding.
+	Stdout     string `json:"stdout"`
+	Stderr     string `json:"stderr"`
+	Output     string `json:"output"`
+	Encoding   string `json:"encoding"`
+	TimedOut   bool   `json:"timed_out"`
+	Truncated  bool   `json:"truncated"`
+	DurationMS int64  `json:"duration_ms"`
+	// Changes is null when change tracking failed.
+	Changes *Changes `json:"changes"`
+}
+
+// StreamEvent is one line of POST .../exec/stream (NDJSON).
+type StreamEvent struct {
+	// Type is "stdout" or "stderr" (Data is output, in the request's
+	// encoding), then "result" (the last line of a command that ran; its
+	// stdout, stderr and output are empty: they came as events) or
+	// "error" (the last line when it could not run or its result is not
+	// valid).
+	Type   string      `json:"type"`
+	Data   string      `json:"data,omitempty"`
+	Result *ExecResult `json:"result,omitempty"`
+	Error  *Error      `json:"error,omitempty"`
+}
+
+// Job describes a background job.
+type Job struct {
+	ID      string    `json:"id"`
+	Command string    `json:"command"`
+	Started time.Time `json:"started"`
+	// Running is true until the job's process tree is gone; then
+	// ExitCode is set, and Result too in the answers of get, wait and
+	// kill.
+	Running  bool        `json:"running"`
+	ExitCode *int        `json:"exit_code,omitempty"`
+	Result   *ExecResult `json:"result,omitempty"`
+	// Error is why a job that ended has no valid result.
+	Error *Error `json:"error,omitempty"`
+}
+
+// JobList is the answer of GET .../jobs.
+type JobList struct {
+	Jobs []Job `json:"jobs"`
+}
+
+// JobOutput is the answer of GET .../jobs/{id}/output.
+type JobOutput struct {
+	// Output is stdout and stderr interleaved, from byte Offset, in
+	// Encoding.
+	Output     string `json:"output"`
+	Offset     int    `json:"offset"`
+	NextOffset int    `json:"next_offset"`
+	Encoding   string `json:"encoding"`
+	Truncated  bool   `json:"truncated"`
+	Running    bool   `json:"running"`
+}
+
+// FileInfo describes a directory entry (a final symlink not followed).
+type FileInfo struct {
+	// Path is relative to the workspace root.
+	Path string `json:"path"`
+	Name string `json:"name"`
+	// Type is "file", "dir", "symlink" or "other".
+	Type string `json:"type"`
+	Size int64  `json:"size"`
+	// Mode is the permission bits (0o644 is 420).
+	Mode    uint32    `json:"mode"`
+	ModTime time.Time `json:"mod_time"`
+}
+
+// NumberedRead is the answer of GET .../files/{path}?numbered=1.
+type NumberedRead struct {
+	Path string `json:"path"`
+	// Content is the lines in cat -n style: the 1-based line number
+	// right-aligned in six columns, a tab, the line, a newline.
+	Content string `json:"content"`
+	// Offset is the number of lines skipped, Lines the number returned,
+	// TotalLines the file's.
+	Offset     int `json:"offset"`
+	Lines      int `json:"lines"`
+	TotalLines int `json:"total_lines"`
+}
+
+// WriteResult is the answer of PUT .../files/{path}.
+type WriteResult struct {
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+}
+
+// Exists is the answer of GET .../fs/exists.
+type Exists struct {
+	Exists bool `json:"exists"`
+}
+
+// Listing is the answer of GET .../fs/list.
+type Listing struct {
+	Entries   []FileInfo `json:"entries"`
+	Truncated bool       `json:"truncated"`
+}
+
+// Mkdir is the body of POST .../fs/mkdir.
+type Mkdir struct {
+	Path    string `json:"path"`
+	Parents bool   `json:"parents,omitempty"`
+}
+
+// Edit is the body of POST .../fs/edit: Old must occur exactly once
+// unless ReplaceAll (not found: not_found; several: not_unique).
+type Edit struct {
+	Path       string `json:"path"`
+	Old        string `json:"old"`
+	New        string `json:"new"`
+	ReplaceAll bool   `json:"replace_all,omitempty"`
+}
+
+// EditResult is the answer of POST .../fs/edit.
+type EditResult struct {
+	Occurrences int `json:"occurrences"`
+}
+
+// FromTo is the body of POST .../fs/rename and .../fs/copy.
+type FromTo struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// Glob is the body of POST .../fs/glob: Pattern ("**" matches any
+// directories) under Path ("" the root).
+type Glob struct {
+	Pattern string `json:"pattern"`
+	Path    string `json:"path,omitempty"`
+}
+
+// GlobResult is the answer of POST .../fs/glob: paths relative to the
+// workspace root, sorted.
+type GlobResult struct {
+	Paths []string `json:"paths"`
+}
+
+// Grep is the body of POST .../fs/grep.
+type Grep struct {
+	// Pattern is a regular expression (RE2), or a plain string with
+	// Literal.
+	Pattern    string `json:"pattern"`
+	Path       string `json:"path,omitempty"`
+	Glob       string `json:"glob,omitempty"`
+	Literal    bool   `json:"literal,omitempty"`
+	IgnoreCase bool   `json:"ignore_case,omitempty"`
+	// MaxResults caps the matches; 0 means 1000, negative no cap.
+	MaxResults int `json:"max_results,omitempty"`
+}
+
+// GrepMatch is one matching line.
+type GrepMatch struct {
+	Path string `json:"path"`
+	Line int    `json:"line"`
+	Text string `json:"text"`
+}
+
+// GrepResult is the answer of POST .../fs/grep.
+type GrepResult struct {
+	Matches   []GrepMatch `json:"matches"`
+	Truncated bool        `json:"truncated"`
+}
