@@ -81,6 +81,10 @@ type Attr struct {
 	Mtime  int64
 	Ctime  int64
 	Rdev   uint64
+	// Parent is the directory holding the inode's only name (for file
+	// handles, which find a directory's parent by it); zero for the root,
+	// for hard-linked files and for files with no name.
+	Parent uint64
 }
 
 // StMode returns the full st_mode: type bits and permission bits.

@@ -228,7 +228,7 @@ func (n *inode) clone() *inode {
 func (n *inode) attr() Attr {
 	a := Attr{
 		Ino: n.Ino, Type: n.Type, Mode: n.Mode, Nlink: n.Nlink, Uid: n.Uid, Gid: n.Gid,
-		Size: n.Size, Atime: n.Atime, Mtime: n.Mtime, Ctime: n.Ctime, Rdev: n.Rdev,
+		Size: n.Size, Atime: n.Atime, Mtime: n.Mtime, Ctime: n.Ctime, Rdev: n.Rdev, Parent: n.Parent,
 	}
 	switch n.Type {
 	case snapshot.TypeSymlink:

@@ -113,6 +113,18 @@
 // the server (go-fuse fs/api.go, "Deadlocks"); agentfs serves every mount
 // from a process of its own.
 //
+// # File handles
+//
+// name_to_handle_at and open_by_handle_at work, and the mount can be
+// re-exported over NFS: the mount negotiates FUSE_EXPORT_SUPPORT, a handle
+// holds the inode number and a generation of the cache directory, and the
+// engine resolves an inode number the kernel has forgotten ("." lookups,
+// LookupNode) and a directory's parent (".." lookups, LookupParent); see
+// export.go. A handle survives dropped kernel caches and remounts with the
+// same cache directory; it is stale (ESTALE) once its file is removed,
+// under a new cache directory, and for files a restore or discard
+// replaced.
+//
 // # Free space
 //
 // Statfs reports the space of the filesystem that holds the cache

@@ -19,6 +19,7 @@ type filesystem struct {
 	keepCache bool // FOPEN_KEEP_CACHE on file opens
 	dirCache  bool // FOPEN_CACHE_DIR on directory opens
 	atime     Atime
+	gen       uint32 // the generation of every node (file handles; export.go)
 	ops       opCounters
 	// server is the mount's FUSE server, set once it is mounted, for the
 	// attribute invalidations of touchAtime.

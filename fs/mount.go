@@ -116,8 +116,9 @@ func Mount(mountpoint string, vol *cache.Volume, opts Options) (*Server, error) 
 	if timeout <= 0 {
 		timeout = DefaultCacheTimeout
 	}
-	fsys := &filesystem{vol: vol, log: lg, readOnly: opts.ReadOnly, keepCache: !tun.NoKeepCache, dirCache: !tun.NoDirCache, atime: opts.Atime}
-	caps := uint64(fuse.CAP_HANDLE_KILLPRIV_V2)
+	fsys := &filesystem{vol: vol, log: lg, readOnly: opts.ReadOnly, keepCache: !tun.NoKeepCache, dirCache: !tun.NoDirCache, atime: opts.Atime,
+		gen: vol.Generation()}
+	caps := uint64(fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_EXPORT_SUPPORT)
 	if tun.Writeback {
 		caps |= fuse.CAP_WRITEBACK_CACHE
 	}
@@ -163,7 +164,7 @@ func Mount(mountpoint string, vol *cache.Volume, opts Options) (*Server, error) 
 		// reused: notifications can name any inode without a table.
 		ExternalNodeID:  true,
 		NullPermissions: true,
-		RootStableAttr:  &gofs.StableAttr{Ino: cache.RootIno, Gen: 1},
+		RootStableAttr:  &gofs.StableAttr{Ino: cache.RootIno, Gen: uint64(fsys.gen)},
 		Logger:          log.New(slogWriter{lg}, "go-fuse: ", 0),
 	}
 	if opts.Atime == StrictAtime {

@@ -71,7 +71,7 @@ func (n *node) errno(op string, err error) syscall.Errno {
 func (n *node) child(ctx context.Context, a *cache.Attr, out *fuse.EntryOut) *gofs.Inode {
 	fillAttr(a, &out.Attr)
 	ch := &node{fsys: n.fsys}
-	return n.NewInode(ctx, ch, gofs.StableAttr{Mode: cache.TypeMode(a.Type), Ino: a.Ino, Gen: 1})
+	return n.NewInode(ctx, ch, gofs.StableAttr{Mode: cache.TypeMode(a.Type), Ino: a.Ino, Gen: uint64(n.fsys.gen)})
 }
 
 // Lookup finds name in directory n.

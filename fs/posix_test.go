@@ -1,6 +1,7 @@
 package fs_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -216,5 +217,45 @@ func runOverKinds(t *testing.T, args []string, checks ...string) {
 				})
 			}
 		})
+	}
+}
+
+// TestFileHandlesRemount: a file handle survives an unmount and a mount of
+// the same cache directory, and is stale (never another file) under a new
+// cache directory, which numbers inodes anew.
+func TestFileHandlesRemount(t *testing.T) {
+	m := fstest.Start(t, fstest.Options{})
+	p := filepath.Join(m.Dir, "f")
+	if err := os.WriteFile(p, []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, _, err := unix.NameToHandleAt(unix.AT_FDCWD, p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Unmount(t)
+	open := func(m *fstest.Mount) ([]byte, error) {
+		mfd, err := unix.Open(m.Dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = unix.Close(mfd) }()
+		fd, err := unix.OpenByHandleAt(mfd, h, unix.O_RDONLY)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = unix.Close(fd) }()
+		b := make([]byte, 16)
+		n, err := unix.Read(fd, b)
+		return b[:n], err
+	}
+	again := fstest.Start(t, fstest.Options{URL: m.URL, CacheDir: m.CacheDir, Dir: m.Dir})
+	if b, err := open(again); err != nil || string(b) != "kept" {
+		t.Errorf("the handle after a remount with the same cache directory: %q, %v", b, err)
+	}
+	again.Unmount(t)
+	fresh := fstest.Start(t, fstest.Options{URL: m.URL, Dir: filepath.Join(t.TempDir(), "fresh")})
+	if b, err := open(fresh); !errors.Is(err, unix.ESTALE) {
+		t.Errorf("the handle under a new cache directory: %q, %v; want ESTALE", b, err)
 	}
 }

@@ -57,6 +57,7 @@ var Checks = map[string]func(t *testing.T, dir string){
 	"MknodDevice":            checkMknodDevice,
 	"DeviceOpen":             checkDeviceOpen,
 	"SetuidExec":             checkSetuidExec,
+	"FileHandles":            checkFileHandles,
 	"UnixSocket":             checkUnixSocket,
 	"Xattrs":                 checkXattrs,
 	"Statfs":                 checkStatfs,
@@ -80,7 +81,7 @@ var Checks = map[string]func(t *testing.T, dir string){
 // RootChecks lists the checks of Checks that need root (CAP_CHOWN, CAP_MKNOD,
 // CAP_SETUID). Run as another user they report the missing privilege through
 // testenv.Missing: a failure under CI=true, a skip with the reason elsewhere.
-var RootChecks = []string{"Chown", "SetgidDir", "MknodDevice", "PermissionsAsOtherUser", "KillPrivData", "AtimeDropCaches", "DeviceOpen", "SetuidExec"}
+var RootChecks = []string{"Chown", "SetgidDir", "MknodDevice", "PermissionsAsOtherUser", "KillPrivData", "AtimeDropCaches", "DeviceOpen", "SetuidExec", "FileHandles"}
 
 // Options selects what Run runs. The zero value runs every check of Checks,
 // one after another.
