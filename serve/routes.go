@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentfs/agentfs/serve/api"
 	"github.com/agentfs/agentfs/serve/apierr"
+	"github.com/agentfs/agentfs/serve/mcp"
 	"github.com/agentfs/agentfs/serve/workspace"
 )
 
@@ -126,11 +127,11 @@ func (s *Server) register(reg *prometheus.Registry) {
 		rt := &s.routes[i]
 		s.mux.Handle(rt.method+" "+rt.pattern, s.wrap(rt))
 	}
-	if s.opts.MCP != nil {
-		mcp := &route{method: "", pattern: "/mcp", access: anyToken, long: true}
-		h := s.wrap(mcp)
+	if !s.opts.NoMCP {
+		s.mcp = mcp.NewHandler(s.resolveMCP, mcp.Options{Version: s.opts.Version, Logger: s.log})
+		h := s.wrap(&route{pattern: "/mcp", access: anyToken, body: jsonBody, long: true})
 		s.mux.Handle("/mcp", h)
-		s.mux.Handle("/mcp/", h)
+		s.mux.Handle("/mcp/{name}", h)
 	}
 	s.mux.Handle("/", s.wrap(&route{pattern: "/", access: public, h: func(c *call) error {
 		return apierr.New(apierr.NotFound, "no route %s %s (see GET /v1/openapi.json)", c.r.Method, c.r.URL.Path)
@@ -198,7 +199,7 @@ func (s *Server) serve(rt *route, c *call) error {
 		}
 	}
 	if rt.method == "" && rt.pattern == "/mcp" {
-		s.opts.MCP.ServeHTTP(c.w, c.r.WithContext(withCaller(c.r.Context(), c.caller)))
+		s.mcp.ServeHTTP(c.w, c.r.WithContext(withCaller(c.r.Context(), c.caller)))
 		return nil
 	}
 	if rt.mount {
@@ -334,4 +335,24 @@ func jsonLine(v any) ([]byte, error) {
 		return nil, err
 	}
 	return []byte(b.String()), nil
+}
+
+// resolveMCP picks the workspace of a request to /mcp: the one a
+// workspace token is scoped to (/mcp or /mcp/NAME), or the one the admin
+// names (/mcp/NAME). Tools that write are refused for a read-only token;
+// commands count against the same caps as the HTTP API's.
+func (s *Server) resolveMCP(r *http.Request) (mcp.Workspace, error) {
+	c, _ := CallerOf(r.Context())
+	name := r.PathValue("name")
+	if name == "" {
+		name = c.Workspace
+	}
+	if name == "" {
+		return nil, invalid("the admin token names the workspace in the URL: /mcp/NAME")
+	}
+	if err := authorize(wsRead, c, name); err != nil {
+		return nil, err
+	}
+	return mcp.Managed{Manager: s.mgr, Name: name, ReadOnly: c.ReadOnly,
+		Admit: func(job bool) (func(), error) { return s.limits.acquire(name, job) }}, nil
 }

@@ -53,9 +53,10 @@ type Options struct {
 	// MaxJobs caps the background jobs running at once in the whole
 	// server; 0 means DefaultMaxJobs. Past it, busy (429).
 	MaxJobs int
-	// MCP, when set, is served at /mcp (every method, every path below)
-	// behind the same authentication; it reads the caller with CallerOf.
-	MCP http.Handler
+	// NoMCP turns off the MCP endpoint (serve/mcp's tools over streamable
+	// HTTP at /mcp, behind the same authentication: a workspace token
+	// selects its workspace, the admin token names one as /mcp/NAME).
+	NoMCP bool
 	// Logger receives one line per failed request and the server's events;
 	// nil discards them.
 	Logger *slog.Logger
@@ -80,6 +81,7 @@ type Server struct {
 	jobs           *jobTable
 	limits         *limiter
 	metricsHandler http.Handler
+	mcp            http.Handler // nil with NoMCP
 
 	// base is the parent of every request's context: Shutdown cancels it,
 	// which kills the commands requests are waiting for.
