@@ -43,7 +43,11 @@ func (m *Manager) scan(ctx context.Context) {
 				m.log.Warn("could not save the record", "workspace", name, "err", err)
 			}
 			expired = append(expired, name)
-		case ws.mnt != nil && ws.op == nil && ws.pins == 0 && now.Sub(ws.lastUsed) >= m.cfg.IdleTimeout:
+		case r.Expired && r.DeleteOnExpiry && ws.op == nil:
+			// Its removal failed, or a daemon was killed before it.
+			expired = append(expired, name)
+		case ws.mnt != nil && ws.op == nil && ws.pins == 0 && (r.Expired || now.Sub(ws.lastUsed) >= m.cfg.IdleTimeout):
+			// Idle, or expired and mounted again by a daemon adopting it.
 			idle = append(idle, ws)
 		}
 	}
@@ -54,7 +58,7 @@ func (m *Manager) scan(ctx context.Context) {
 	for _, ws := range idle {
 		m.mu.Lock()
 		// Look again: it may have been used or changed meanwhile.
-		if ws.mnt != nil && ws.op == nil && ws.pins == 0 && m.now().Sub(ws.lastUsed) >= m.cfg.IdleTimeout && !m.closed {
+		if ws.mnt != nil && ws.op == nil && ws.pins == 0 && (ws.rec.Expired || m.now().Sub(ws.lastUsed) >= m.cfg.IdleTimeout) && !m.closed {
 			m.log.Info("idle: syncing and unmounting", "workspace", ws.rec.Name, "idle_timeout", m.cfg.IdleTimeout)
 			m.unmountLocked(ctx, ws)
 		}

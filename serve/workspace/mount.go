@@ -210,13 +210,15 @@ func (m *Manager) unmountLocked(ctx context.Context, ws *wsState) {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unmountTimeout)
 	err := m.unmount(uctx, ws.rec.Name, mt)
 	cancel()
+	var fresh *exec.Backend
 	if err != nil {
 		m.log.Error("unmount failed; the workspace stays mounted", "workspace", ws.rec.Name, "err", err)
-		if b, berr := m.newBackend(mt.ctl); berr == nil {
-			mt.backend = b
-		}
+		fresh, _ = m.newBackend(mt.ctl) // unmount closed the old one
 	}
 	m.mu.Lock()
+	if fresh != nil {
+		mt.backend = fresh
+	}
 	if err == nil {
 		ws.mnt = nil
 		ws.rec.LastUsed = ws.lastUsed
