@@ -293,7 +293,9 @@ func startBackground(ctx context.Context, t mountTarget, f mountFlags, stderr io
 	if f.tune != "" {
 		flags = append(flags, "--tune="+f.tune)
 	}
-	flags = append(flags, "--atime="+f.atime)
+	if f.atime != "" {
+		flags = append(flags, "--atime="+f.atime)
+	}
 	if f.dev {
 		flags = append(flags, "--dev")
 	}
