@@ -61,9 +61,10 @@ func pidAlive(pid int) bool {
 }
 
 // Handle pins a mounted workspace: while it is held, the workspace is not
-// unmounted for idleness nor evicted by MaxMounted (it is unmounted when
-// its lifetime ends, by Delete never: Delete fails with ErrBusy). Every
-// Handle must be released.
+// unmounted for idleness nor evicted by MaxMounted, and Delete fails with
+// ErrBusy. Only the end of its lifetime and Close unmount it anyway
+// (killing the commands running through Backend). Every Handle must be
+// released.
 type Handle struct {
 	// Name is the workspace's name.
 	Name string

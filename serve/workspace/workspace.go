@@ -43,6 +43,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
 	"github.com/agentfs/agentfs/blobstore"
@@ -454,6 +455,9 @@ func (m *Manager) fill(ctx context.Context, in *Info, ctl *control.Client) {
 	}
 }
 
+// listConcurrency bounds the mounts and store requests List makes at once.
+const listConcurrency = 8
+
 // List describes every workspace, sorted by name (those being created or
 // deleted are left out).
 func (m *Manager) List(ctx context.Context) ([]Info, error) {
@@ -478,11 +482,19 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 		items = append(items, it)
 	}
 	m.mu.Unlock()
+	// Each fill is a control request (which lists the store's refs) or a
+	// store request: a few at a time, so that a long list stays quick.
 	out := make([]Info, len(items))
+	var g errgroup.Group
+	g.SetLimit(listConcurrency)
 	for i := range items {
-		m.fill(ctx, &items[i].in, items[i].ctl)
-		out[i] = items[i].in
+		g.Go(func() error {
+			m.fill(ctx, &items[i].in, items[i].ctl)
+			out[i] = items[i].in
+			return nil
+		})
 	}
+	_ = g.Wait()
 	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
