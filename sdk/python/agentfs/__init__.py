@@ -1,0 +1,35 @@
+"""agentfs: the Python client of `agentfs serve`, durable, snapshottable and forkable
+workspaces for AI agents on blob storage.
+
+    import agentfs
+    with agentfs.Client() as c:            # $AGENTFS_URL, $AGENTFS_TOKEN
+        ws = c.create_workspace("demo")
+        ws.write("hello.py", "print('hi')")
+        print(ws.exec("python3 hello.py").stdout)
+
+The asyncio client is agentfs.AsyncClient; adapters for other agent backends
+are in agentfs.compat.
+"""
+
+from .aio import AsyncClient, AsyncExecStream, AsyncJob, AsyncWorkspace
+from .client import DEFAULT_URL, Client, Command, ExecStream, Job, Workspace
+from .errors import (
+    AgentFSError, Busy, Canceled, Conflict, ConnectionFailed, Exists, Expired, Forbidden, Internal,
+    InvalidArgument, IsADirectory, NotADirectory, NotEmpty, NotFound, NotUnique, PathEscape, PolicyRefused,
+    ProtocolError, Timeout, TooLarge, Unauthorized, Unavailable,
+)
+from .types import (
+    Changes, ExecResult, FileInfo, GrepMatch, GrepResult, Health, JobInfo, JobOutput, NumberedRead,
+    OutputChunk, TokenInfo, WorkspaceInfo, WriteResult,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentFSError", "AsyncClient", "AsyncExecStream", "AsyncJob", "AsyncWorkspace", "Busy", "Canceled", "Changes",
+    "Client", "Command", "Conflict", "ConnectionFailed", "DEFAULT_URL", "ExecResult", "ExecStream", "Exists",
+    "Expired", "FileInfo", "Forbidden", "GrepMatch", "GrepResult", "Health", "Internal", "InvalidArgument",
+    "IsADirectory", "Job", "JobInfo", "JobOutput", "NotADirectory", "NotEmpty", "NotFound", "NotUnique",
+    "NumberedRead", "OutputChunk", "PathEscape", "PolicyRefused", "ProtocolError", "Timeout", "TokenInfo",
+    "TooLarge", "Unauthorized", "Unavailable", "Workspace", "WorkspaceInfo", "WriteResult",
+]

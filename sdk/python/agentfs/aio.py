@@ -1,0 +1,258 @@
+"""The asyncio client: the same surface as agentfs.Client, with coroutines.
+
+It is thread-backed: each call runs the synchronous client's request on a
+thread pool of its own (``max_workers``, default 32) and awaits it. The
+standard library has no asyncio HTTP client, and a hand-written HTTP/1.1 over
+asyncio streams (chunked answers, TLS, keep-alive, retries) would be a second
+implementation of the transport to keep in step with the first; the calls wait
+on the network and the daemon, not on Python, so a thread each costs little,
+and both clients share one connection pool and one set of semantics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+from typing import Any, AsyncIterator, Callable, Generic, List, Literal, Mapping, Optional, TypeVar, Union, overload
+
+from .client import Client, Command, ExecStream, Job, Workspace
+from .types import (
+    AnyStr_, ExecResult, FileInfo, GrepResult, Health, JobInfo, JobOutput, NumberedRead, OutputChunk, TokenInfo,
+    WorkspaceInfo, WriteResult,
+)
+
+R = TypeVar("R")
+
+
+class _Runner:
+    def __init__(self, max_workers: int) -> None:
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="agentfs")
+
+    async def run(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, functools.partial(fn, *args, **kwargs))
+
+
+class AsyncClient:
+    """asyncio twin of agentfs.Client (same arguments, plus ``max_workers``); use it
+    with ``async with`` or await aclose()."""
+
+    def __init__(self, url: Optional[str] = None, token: Optional[str] = None, *, timeout: float = 60.0,
+                 pool_size: int = 8, retries: int = 2, max_workers: int = 32, client: Optional[Client] = None) -> None:
+        self.sync = client or Client(url, token, timeout=timeout, pool_size=pool_size, retries=retries)
+        self._r = _Runner(max_workers)
+
+    async def aclose(self) -> None:
+        """Closes the pooled connections and the thread pool."""
+        self.sync.close()
+        self._r.pool.shutdown(wait=False)
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def health(self) -> Health:
+        return await self._r.run(self.sync.health)
+
+    async def create_workspace(self, name: str, **kwargs: Any) -> "AsyncWorkspace":
+        """See Client.create_workspace."""
+        ws = await self._r.run(self.sync.create_workspace, name, **kwargs)
+        return AsyncWorkspace(self, ws)
+
+    async def fork(self, source: str, name: str, **kwargs: Any) -> "AsyncWorkspace":
+        ws = await self._r.run(self.sync.fork, source, name, **kwargs)
+        return AsyncWorkspace(self, ws)
+
+    def workspace(self, name: str) -> "AsyncWorkspace":
+        return AsyncWorkspace(self, self.sync.workspace(name))
+
+    async def get_workspace(self, name: str) -> WorkspaceInfo:
+        return await self._r.run(self.sync.get_workspace, name)
+
+    async def list_workspaces(self) -> List[WorkspaceInfo]:
+        return await self._r.run(self.sync.list_workspaces)
+
+    async def delete_workspace(self, name: str, *, missing_ok: bool = False) -> None:
+        await self._r.run(self.sync.delete_workspace, name, missing_ok=missing_ok)
+
+    async def create_token(self, workspace: str, *, read_only: bool = False) -> TokenInfo:
+        return await self._r.run(self.sync.create_token, workspace, read_only=read_only)
+
+    async def list_tokens(self) -> List[TokenInfo]:
+        return await self._r.run(self.sync.list_tokens)
+
+    async def revoke_token(self, token_id: str) -> None:
+        await self._r.run(self.sync.revoke_token, token_id)
+
+
+class AsyncExecStream(Generic[AnyStr_]):
+    """asyncio twin of ExecStream: ``async for chunk in stream``, then ``await stream.result()``."""
+
+    def __init__(self, r: _Runner, s: ExecStream[AnyStr_]) -> None:
+        self._r = r
+        self.sync: ExecStream[AnyStr_] = s
+
+    def __aiter__(self) -> AsyncIterator[OutputChunk[AnyStr_]]:
+        return self._chunks()
+
+    async def _chunks(self) -> AsyncIterator[OutputChunk[AnyStr_]]:
+        it = iter(self.sync)
+        end = object()
+        while True:
+            c = await self._r.run(next, it, end)
+            if c is end:
+                return
+            assert isinstance(c, OutputChunk)
+            yield c
+
+    async def result(self) -> ExecResult[AnyStr_]:
+        """The result, once the output is drained."""
+
+        def get() -> ExecResult[AnyStr_]:
+            return self.sync.result
+
+        return await self._r.run(get)
+
+    async def aclose(self) -> None:
+        self.sync.close()
+
+    async def __aenter__(self) -> "AsyncExecStream[AnyStr_]":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class AsyncJob(Generic[AnyStr_]):
+    """asyncio twin of Job."""
+
+    def __init__(self, r: _Runner, job: Job[AnyStr_]) -> None:
+        self._r = r
+        self.sync: Job[AnyStr_] = job
+        self.id = job.id
+
+    async def info(self) -> JobInfo[AnyStr_]:
+        return await self._r.run(self.sync.info)
+
+    async def wait(self, timeout: Optional[float] = 30.0) -> JobInfo[AnyStr_]:
+        return await self._r.run(self.sync.wait, timeout)
+
+    async def kill(self) -> JobInfo[AnyStr_]:
+        return await self._r.run(self.sync.kill)
+
+    async def output(self, offset: int = 0) -> JobOutput[AnyStr_]:
+        return await self._r.run(self.sync.output, offset)
+
+
+class AsyncWorkspace:
+    """asyncio twin of Workspace (same methods, same arguments)."""
+
+    def __init__(self, client: AsyncClient, ws: Workspace) -> None:
+        self.client = client
+        self.sync = ws
+        self.name = ws.name
+        self._r = client._r
+
+    def __repr__(self) -> str:
+        return f"agentfs.AsyncWorkspace({self.name!r})"
+
+    async def info(self) -> WorkspaceInfo:
+        return await self._r.run(self.sync.info)
+
+    async def delete(self) -> None:
+        await self._r.run(self.sync.delete)
+
+    async def fork(self, name: str, **kwargs: Any) -> "AsyncWorkspace":
+        return AsyncWorkspace(self.client, await self._r.run(self.sync.fork, name, **kwargs))
+
+    @overload
+    async def exec(self, command: Command, *, env: Optional[Mapping[str, str]] = ..., cwd: Optional[str] = ...,
+                   stdin: Optional[Union[str, bytes]] = ..., timeout: Optional[float] = ...,
+                   output_limit: Optional[int] = ..., binary: Literal[False] = ...) -> ExecResult[str]: ...
+
+    @overload
+    async def exec(self, command: Command, *, env: Optional[Mapping[str, str]] = ..., cwd: Optional[str] = ...,
+                   stdin: Optional[Union[str, bytes]] = ..., timeout: Optional[float] = ...,
+                   output_limit: Optional[int] = ..., binary: Literal[True]) -> ExecResult[bytes]: ...
+
+    async def exec(self, command: Command, *, env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
+                   stdin: Optional[Union[str, bytes]] = None, timeout: Optional[float] = None,
+                   output_limit: Optional[int] = None, binary: bool = False) -> ExecResult[Any]:
+        """See Workspace.exec."""
+        return await self._r.run(self.sync.exec, command, env=env, cwd=cwd, stdin=stdin, timeout=timeout,
+                                 output_limit=output_limit, binary=binary)
+
+    async def exec_stream(self, command: Command, *, env: Optional[Mapping[str, str]] = None,
+                          cwd: Optional[str] = None, stdin: Optional[Union[str, bytes]] = None,
+                          timeout: Optional[float] = None, output_limit: Optional[int] = None,
+                          binary: bool = False) -> AsyncExecStream[Any]:
+        """See Workspace.exec_stream."""
+        s = await self._r.run(self.sync.exec_stream, command, env=env, cwd=cwd, stdin=stdin, timeout=timeout,
+                              output_limit=output_limit, binary=binary)
+        return AsyncExecStream(self._r, s)
+
+    async def start_job(self, command: Command, *, env: Optional[Mapping[str, str]] = None,
+                        cwd: Optional[str] = None, stdin: Optional[Union[str, bytes]] = None,
+                        timeout: Optional[float] = None, output_limit: Optional[int] = None,
+                        binary: bool = False) -> AsyncJob[Any]:
+        """See Workspace.start_job."""
+        j = await self._r.run(self.sync.start_job, command, env=env, cwd=cwd, stdin=stdin, timeout=timeout,
+                              output_limit=output_limit, binary=binary)
+        return AsyncJob(self._r, j)
+
+    def job(self, job_id: str, *, binary: bool = False) -> AsyncJob[Any]:
+        return AsyncJob(self._r, self.sync.job(job_id, binary=binary))
+
+    async def list_jobs(self) -> List[JobInfo[str]]:
+        return await self._r.run(self.sync.list_jobs)
+
+    async def read_bytes(self, path: str) -> bytes:
+        return await self._r.run(self.sync.read_bytes, path)
+
+    async def read_text(self, path: str, encoding: str = "utf-8", errors: str = "strict") -> str:
+        return await self._r.run(self.sync.read_text, path, encoding, errors)
+
+    async def read_numbered(self, path: str, offset: int = 0, limit: int = 2000) -> NumberedRead:
+        return await self._r.run(self.sync.read_numbered, path, offset, limit)
+
+    async def write(self, path: str, data: Union[str, bytes, bytearray, memoryview]) -> WriteResult:
+        return await self._r.run(self.sync.write, path, data)
+
+    write_bytes = write
+    write_text = write
+
+    async def edit(self, path: str, old: str, new: str, replace_all: bool = False) -> int:
+        return await self._r.run(self.sync.edit, path, old, new, replace_all)
+
+    async def list_dir(self, path: str = "", recursive: bool = False,
+                       max_entries: Optional[int] = None) -> List[FileInfo]:
+        return await self._r.run(self.sync.list_dir, path, recursive, max_entries)
+
+    async def glob(self, pattern: str, path: str = "") -> List[str]:
+        return await self._r.run(self.sync.glob, pattern, path)
+
+    async def grep(self, pattern: str, path: str = "", *, glob: str = "", literal: bool = False,
+                   ignore_case: bool = False, max_results: int = 0) -> GrepResult:
+        return await self._r.run(self.sync.grep, pattern, path, glob=glob, literal=literal, ignore_case=ignore_case,
+                                 max_results=max_results)
+
+    async def stat(self, path: str) -> FileInfo:
+        return await self._r.run(self.sync.stat, path)
+
+    async def exists(self, path: str) -> bool:
+        return await self._r.run(self.sync.exists, path)
+
+    async def mkdir(self, path: str, parents: bool = False) -> None:
+        await self._r.run(self.sync.mkdir, path, parents)
+
+    async def remove(self, path: str, recursive: bool = False) -> None:
+        await self._r.run(self.sync.remove, path, recursive)
+
+    async def rename(self, src: str, dst: str) -> None:
+        await self._r.run(self.sync.rename, src, dst)
+
+    async def copy(self, src: str, dst: str) -> None:
+        await self._r.run(self.sync.copy, src, dst)

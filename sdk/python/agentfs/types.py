@@ -1,0 +1,264 @@
+"""Result types of the agentfs client: dataclasses mirroring the API's JSON."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Dict, Generic, List, Mapping, Optional, TypeVar
+
+AnyStr_ = TypeVar("AnyStr_", str, bytes)
+
+JSON = Dict[str, Any]
+
+
+def parse_time(v: Any) -> Optional[datetime]:
+    """Parses an RFC 3339 time of the API (nanoseconds cut to microseconds); None stays None."""
+    if not v:
+        return None
+    s = str(v)
+    if s.endswith("Z"):
+        s = s[:-1] + "+00:00"
+    # Python 3.9's fromisoformat takes at most 6 fractional digits.
+    if "." in s:
+        head, rest = s.split(".", 1)
+        i = 0
+        while i < len(rest) and rest[i].isdigit():
+            i += 1
+        frac = rest[:i][:6].ljust(6, "0")
+        s = head + "." + frac + rest[i:]
+    return datetime.fromisoformat(s)
+
+
+def _time(v: Any) -> datetime:
+    t = parse_time(v)
+    if t is None:
+        return datetime.fromtimestamp(0).astimezone()
+    return t
+
+
+@dataclass(frozen=True)
+class Health:
+    """The answer of GET /healthz."""
+
+    status: str
+    version: str
+
+
+@dataclass(frozen=True)
+class WorkspaceInfo:
+    """A workspace as the daemon describes it."""
+
+    name: str
+    branch: str
+    status: str
+    """"mounted" or "unmounted"."""
+    head_commit: str
+    bytes_waiting: int
+    created: datetime
+    last_used: datetime
+    virtual: bool
+    expires_at: Optional[datetime] = None
+    delete_on_expiry: bool = False
+    expired: bool = False
+    base: str = ""
+    from_: str = ""
+    metadata: Dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "WorkspaceInfo":
+        return cls(
+            name=d["name"], branch=d.get("branch", ""), status=d.get("status", ""),
+            head_commit=d.get("head_commit", ""), bytes_waiting=int(d.get("bytes_waiting", 0)),
+            created=_time(d.get("created")), last_used=_time(d.get("last_used")),
+            virtual=bool(d.get("virtual", False)), expires_at=parse_time(d.get("expires_at")),
+            delete_on_expiry=bool(d.get("delete_on_expiry", False)), expired=bool(d.get("expired", False)),
+            base=d.get("base", ""), from_=d.get("from", ""), metadata=dict(d.get("metadata") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """A workspace token; ``token`` (the secret) is set only when it was just created."""
+
+    id: str
+    workspace: str
+    read_only: bool
+    created: datetime
+    token: str = ""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "TokenInfo":
+        return cls(id=d["id"], workspace=d.get("workspace", ""), read_only=bool(d.get("read_only", False)),
+                   created=_time(d.get("created")), token=d.get("token", ""))
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What a command created, modified and deleted (paths relative to the workspace root)."""
+
+    created: List[str]
+    modified: List[str]
+    deleted: List[str]
+
+    @classmethod
+    def from_json(cls, d: Optional[Mapping[str, Any]]) -> Optional["Changes"]:
+        if d is None:
+            return None
+        return cls(created=list(d.get("created") or []), modified=list(d.get("modified") or []),
+                   deleted=list(d.get("deleted") or []))
+
+
+def decode_output(v: str, encoding: str, binary: bool) -> Any:
+    """Turns an output field of the API (in ``encoding``) into bytes (binary) or text."""
+    if encoding == "base64":
+        raw = base64.b64decode(v)
+        return raw if binary else raw.decode("utf-8", errors="replace")
+    return v.encode("utf-8") if binary else v
+
+
+@dataclass(frozen=True)
+class ExecResult(Generic[AnyStr_]):
+    """The result of a command: ``ExecResult[str]`` by default, ``ExecResult[bytes]`` with ``binary=True``.
+
+    ``output`` is stdout and stderr interleaved as they came. ``exit_code`` is
+    128+N for a command killed by signal N (137 on timeout, with ``timed_out``),
+    127 for a program not found. ``changes`` is None when change tracking failed.
+    """
+
+    exit_code: int
+    stdout: AnyStr_
+    stderr: AnyStr_
+    output: AnyStr_
+    timed_out: bool
+    truncated: bool
+    duration_ms: int
+    changes: Optional[Changes]
+
+    @property
+    def ok(self) -> bool:
+        """True when the command exited 0."""
+        return self.exit_code == 0
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any], binary: bool) -> "ExecResult[Any]":
+        enc = d.get("encoding", "utf-8")
+        return ExecResult(
+            exit_code=int(d["exit_code"]),
+            stdout=decode_output(d.get("stdout", ""), enc, binary),
+            stderr=decode_output(d.get("stderr", ""), enc, binary),
+            output=decode_output(d.get("output", ""), enc, binary),
+            timed_out=bool(d.get("timed_out", False)), truncated=bool(d.get("truncated", False)),
+            duration_ms=int(d.get("duration_ms", 0)), changes=Changes.from_json(d.get("changes")),
+        )
+
+
+@dataclass(frozen=True)
+class OutputChunk(Generic[AnyStr_]):
+    """A piece of a streamed command's output: ``stream`` is "stdout" or "stderr"."""
+
+    stream: str
+    data: AnyStr_
+
+
+@dataclass(frozen=True)
+class JobInfo(Generic[AnyStr_]):
+    """A background job. ``exit_code`` and ``result`` are set once it ended (``result`` only
+    in the answers of get, wait and kill); ``error`` is why an ended job has no valid result."""
+
+    id: str
+    command: str
+    started: datetime
+    running: bool
+    exit_code: Optional[int] = None
+    result: Optional[ExecResult[AnyStr_]] = None
+    error: Optional[Exception] = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any], binary: bool) -> "JobInfo[Any]":
+        from .errors import error_from
+
+        res = d.get("result")
+        err = d.get("error")
+        return JobInfo(
+            id=d["id"], command=d.get("command", ""), started=_time(d.get("started")),
+            running=bool(d.get("running", False)),
+            exit_code=None if d.get("exit_code") is None else int(d["exit_code"]),
+            result=None if res is None else ExecResult.from_json(res, binary),
+            error=None if err is None else error_from(err.get("code", ""), err.get("message", ""), err.get("path", "")),
+        )
+
+
+@dataclass(frozen=True)
+class JobOutput(Generic[AnyStr_]):
+    """A job's output (stdout and stderr interleaved) from byte ``offset``; ask for
+    ``next_offset`` next."""
+
+    output: AnyStr_
+    offset: int
+    next_offset: int
+    truncated: bool
+    running: bool
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """A directory entry (a final symlink is not followed). ``type`` is "file", "dir",
+    "symlink" or "other"; ``path`` is relative to the workspace root."""
+
+    path: str
+    name: str
+    type: str
+    size: int
+    mode: int
+    mod_time: datetime
+
+    @property
+    def is_dir(self) -> bool:
+        return self.type == "dir"
+
+    @property
+    def is_file(self) -> bool:
+        return self.type == "file"
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "FileInfo":
+        return cls(path=d["path"], name=d.get("name", ""), type=d.get("type", ""), size=int(d.get("size", 0)),
+                   mode=int(d.get("mode", 0)), mod_time=_time(d.get("mod_time")))
+
+
+@dataclass(frozen=True)
+class NumberedRead:
+    """Lines of a file in ``cat -n`` style (number right-aligned in six columns, a tab, the line):
+    ``lines`` lines after skipping ``offset``, of ``total_lines``."""
+
+    path: str
+    content: str
+    offset: int
+    lines: int
+    total_lines: int
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """The answer of a write: the path and the bytes written."""
+
+    path: str
+    size: int
+
+
+@dataclass(frozen=True)
+class GrepMatch:
+    """One matching line (``line`` is 1-based)."""
+
+    path: str
+    line: int
+    text: str
+
+
+@dataclass(frozen=True)
+class GrepResult:
+    """The matches of a grep; ``truncated`` when max_results cut them."""
+
+    matches: List[GrepMatch]
+    truncated: bool
