@@ -21,3 +21,6 @@ golangci-lint run --timeout 10m ./...
 
 log "go test"
 go test -race -timeout 30m -count=1 ./...
+
+log "python sdk"
+bash scripts/test-python.sh
