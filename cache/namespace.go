@@ -475,7 +475,45 @@ func (v *Volume) Create(ctx context.Context, parent uint64, name string, mode ui
 	return a, nil
 }
 
+// CreateUnnamed creates a regular file with no name (open(2) with
+// O_TMPFILE) for directory parent, which must exist (its set-group-ID bit
+// gives the file its group, as Create does), and opens it (as Open does).
+// The file has link count 0 and is an orphan: it is deleted with its data
+// at its last Release, and by the recovery after a crash, unless Link
+// gives it a name first. It is in no tree and nothing of it is uploaded
+// while it has no name.
+func (v *Volume) CreateUnnamed(ctx context.Context, parent uint64, mode uint32, cred Cred) (Attr, error) {
+	var ino uint64
+	err := v.retryLoad(ctx, []uint64{parent}, func() error {
+		return v.change(func(o *mop) error {
+			dir, err := o.dirRec(parent)
+			if err != nil {
+				return err
+			}
+			if ino, err = o.v.allocIno(); err != nil {
+				return err
+			}
+			now := o.v.now().UnixNano()
+			r := &inode{Ino: ino, Type: snapshot.TypeFile, Mode: mode & ModePerm, Uid: cred.Uid, Gid: cred.Gid,
+				Atime: now, Mtime: now, Ctime: now, Inline: true}
+			if dir.Mode&ModeSetgid != 0 {
+				r.Gid = dir.Gid
+			}
+			o.put(r)
+			return o.txn.Set(key64(pOrphan, ino), nil)
+		})
+	})
+	if err != nil {
+		return Attr{}, err
+	}
+	return v.Open(ctx, ino, false)
+}
+
 // Link creates name in newParent as a new name of ino (not a directory).
+// A file with no name that is still open (CreateUnnamed, or unlinked while
+// open) gets name as its only name and is no longer an orphan; the kernel
+// allows that only for O_TMPFILE files. A file with no name that nobody
+// has open is ErrNotFound.
 func (v *Volume) Link(ctx context.Context, ino, newParent uint64, name string) (Attr, error) {
 	if err := checkName(name); err != nil {
 		return Attr{}, err
@@ -494,13 +532,16 @@ func (v *Volume) Link(ctx context.Context, ino, newParent uint64, name string) (
 			if r.Type == snapshot.TypeDir {
 				return ErrPermission
 			}
-			if r.Nlink == 0 {
+			if r.Nlink == 0 && o.v.openCount(ino) == 0 {
 				return ErrNotFound
 			}
 			if _, _, err := o.lookupChild(newParent, name); err == nil {
 				return ErrExists
 			} else if !errors.Is(err, ErrNotFound) {
 				return err
+			}
+			if r.Nlink == 0 {
+				return o.name(r, dir, name, &a)
 			}
 			if r.LinkID == 0 {
 				// The file becomes a hard-link group: its entry moves to
@@ -531,6 +572,31 @@ func (v *Volume) Link(ctx context.Context, ino, newParent uint64, name string) (
 		})
 	})
 	return a, err
+}
+
+// name gives orphan r (open, with no name) its only name, name in dir,
+// and fills a with its attributes.
+func (o *mop) name(r, dir *inode, name string, a *Attr) error {
+	if err := o.txn.Delete(key64(pOrphan, r.Ino)); err != nil {
+		return err
+	}
+	now := o.v.now().UnixNano()
+	r.Nlink, r.Parent, r.LinkID, r.Ctime = 1, dir.Ino, 0, now
+	dir.Mtime, dir.Ctime = now, now
+	if err := o.txn.Set(dentryKey(dir.Ino, name), dentryValue(r.Ino, r.Type)); err != nil {
+		return err
+	}
+	// Its data is the volume's from now on: upload what it holds.
+	if err := setFileDirty(o.txn, &o.d, r.Ino, len(r.Dirty) > 0); err != nil {
+		return err
+	}
+	o.put(r)
+	o.put(dir)
+	o.markEntry(r)
+	o.markDir(dir.Ino)
+	o.markEntry(dir)
+	*a = r.attr()
+	return nil
 }
 
 func newLinkID() uint64 {

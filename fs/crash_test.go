@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentfs/agentfs/fs/control"
 	"github.com/agentfs/agentfs/fs/fstest"
 )
@@ -166,4 +168,76 @@ func mustRel(t *testing.T, base, p string) string {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestKillWithTmpfileOpen kills the mount server with SIGKILL while an
+// O_TMPFILE file with data is open, remounts with the same cache
+// directory, and checks that the unnamed file left no trace (no name, no
+// data file in the cache directory), while an O_TMPFILE file linked into
+// place and fsynced before the kill is intact, and reaches the store.
+func TestKillWithTmpfileOpen(t *testing.T) {
+	m := fstest.Start(t, fstest.Options{})
+	unnamed, err := unix.Open(m.Dir, unix.O_TMPFILE|unix.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := bytes.Repeat([]byte("lost"), 1<<20) // a data file, not inline
+	if _, err := unix.Pwrite(unnamed, lost, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fsync(unnamed); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(unnamed, &st); err != nil {
+		t.Fatal(err)
+	}
+	ino := st.Ino
+	dataFile := filepath.Join(m.CacheDir, "data", fmt.Sprintf("%02x", ino&0xff), fmt.Sprint(ino))
+	if _, err := os.Stat(dataFile); err != nil {
+		t.Fatalf("the unnamed file's data file is not where this test looks: %v", err)
+	}
+
+	kept := bytes.Repeat([]byte("kept"), 1<<20)
+	linked, err := unix.Open(m.Dir, unix.O_TMPFILE|unix.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Pwrite(linked, kept, 0); err != nil {
+		t.Fatal(err)
+	}
+	keptPath := filepath.Join(m.Dir, "kept")
+	if err := unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", linked), unix.AT_FDCWD, keptPath, unix.AT_SYMLINK_FOLLOW); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fsync(linked); err != nil {
+		t.Fatal(err)
+	}
+	_ = unix.Close(linked)
+
+	m.Kill(t)
+	_ = unix.Close(unnamed)
+	if !fstest.WaitDisconnected(m.Dir, 10*time.Second) {
+		t.Fatalf("%s still answers after its server was killed", m.Dir)
+	}
+	m2 := fstest.Start(t, fstest.Options{URL: m.URL, CacheDir: m.CacheDir, Dir: m.Dir})
+	names, err := os.ReadDir(m2.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 1 || names[0].Name() != "kept" {
+		t.Errorf("after the crash the mount holds %v, want only kept", names)
+	}
+	if _, err := os.Stat(dataFile); !os.IsNotExist(err) {
+		t.Errorf("the unnamed file's data file %s survived the crash (%v)", dataFile, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(m2.Dir, "kept")); err != nil || !bytes.Equal(b, kept) {
+		t.Errorf("the linked O_TMPFILE file after the crash: %d bytes, %v", len(b), err)
+	}
+	m2.Sync(t)
+	m2.Unmount(t)
+	m3 := fstest.Start(t, fstest.Options{URL: m.URL, ReadOnly: true, Dir: filepath.Join(t.TempDir(), "fresh")})
+	if b, err := os.ReadFile(filepath.Join(m3.Dir, "kept")); err != nil || !bytes.Equal(b, kept) {
+		t.Errorf("the linked O_TMPFILE file in the store: %d bytes, %v", len(b), err)
+	}
 }

@@ -135,8 +135,10 @@
 //
 // # Limits
 //
-// O_TMPFILE is not supported (EOPNOTSUPP): the engine has no unnamed
-// inodes. fstat of a descriptor of a removed directory reports its last
+// O_TMPFILE makes an unnamed inode in the engine (an orphan, like a file
+// unlinked while open): linkat of its descriptor gives it a name, and
+// otherwise it is gone at its last close or, after a crash of the server,
+// at the next mount of the cache directory. fstat of a descriptor of a removed directory reports its last
 // attributes with nlink 0, as ext4 does; a regular file unlinked while
 // only an O_PATH descriptor refers to it is gone (ENOENT).
 package fs

@@ -34,6 +34,7 @@ var (
 	_ gofs.NodeSetattrer      = (*node)(nil)
 	_ gofs.NodeOpener         = (*node)(nil)
 	_ gofs.NodeCreater        = (*node)(nil)
+	_ gofs.NodeTmpfiler       = (*node)(nil)
 	_ gofs.NodeReader         = (*node)(nil)
 	_ gofs.NodeWriter         = (*node)(nil)
 	_ gofs.NodeFlusher        = (*node)(nil)
@@ -217,6 +218,20 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, n.errno("create", err)
 	}
 	return n.child(ctx, &a, out), newHandle(a.Ino, flags), n.fsys.openFlags(trunc), 0
+}
+
+// Tmpfile creates and opens a regular file with no name for directory n
+// (open(2) with O_TMPFILE), owned by the caller. It gets a name only if
+// the caller links it into place (linkat of its descriptor); otherwise it
+// is gone at its last close, or after a crash of the server
+// (cache.Volume.CreateUnnamed).
+func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (_ *gofs.Inode, _ gofs.FileHandle, _ uint32, errno syscall.Errno) {
+	defer n.fsys.ops.done(opCreate, time.Now(), &errno)
+	a, err := n.fsys.vol.CreateUnnamed(ctx, n.ino(), mode&cache.ModePerm, callerCred(ctx))
+	if err != nil {
+		return nil, nil, 0, n.errno("tmpfile", err)
+	}
+	return n.child(ctx, &a, out), newHandle(a.Ino, flags), n.fsys.openFlags(false), 0
 }
 
 // Read reads from open file n.

@@ -23,6 +23,7 @@ var Checks = map[string]func(t *testing.T, dir string){
 	"OpenExcl":        checkOpenExcl,
 	"OpenTrunc":       checkOpenTrunc,
 	"UnlinkOpen":      checkUnlinkOpen,
+	"Tmpfile":         checkTmpfile,
 	"Fallocate":       checkFallocate,
 	"CopyFileRange":   checkCopyFileRange,
 	"LargeFile":       checkLargeFile,
