@@ -63,7 +63,14 @@ A desktop MCP client's configuration (claude_desktop_config.json, .mcp.json,
     }
   }
 
-or, to mount a store for the session, "args": ["mcp", "file:///srv/agentfs/vol"].`,
+or, to mount a store for the session, "args": ["mcp", "file:///srv/agentfs/vol"].
+
+The ` + "`agentfs serve`" + ` daemon serves the same tools over streamable HTTP at /mcp
+(a workspace token selects its workspace; the admin token names one as
+/mcp/NAME), for clients that take a URL:
+
+  { "mcpServers": { "workspace": { "type": "http", "url": "http://127.0.0.1:7070/mcp",
+      "headers": { "Authorization": "Bearer TOKEN" } } } }`,
 		Example: `  agentfs mount -d file:///srv/agentfs/vol ~/ws && agentfs mcp ~/ws
   agentfs mcp --branch attempt-2 s3://bucket/ws
   agentfs mcp --deny-dangerous ./project`,
@@ -79,7 +86,7 @@ or, to mount a store for the session, "args": ["mcp", "file:///srv/agentfs/vol"]
 			return runMCP(cmd, args[0], branch, cacheDir, deny)
 		},
 	}
-	c.Flags().StringVar(&branch, "branch", snapshot.DefaultBranch, "with a URL: the branch to mount")
+	c.Flags().StringVar(&branch, "branch", snapshot.DefaultBranch, "with a URL: the branch to mount (an existing one: agentfs fork makes branches)")
 	c.Flags().StringVar(&cacheDir, "cache-dir", "", "with a URL: the mount's local cache `DIR` (default: as agentfs mount)")
 	c.Flags().BoolVar(&deny, "deny-dangerous", false, "refuse known-dangerous commands (rm -rf /, curl | sh, ...)")
 	return c
