@@ -52,10 +52,11 @@ type vol struct {
 
 var storeSeq atomic.Int64
 
-// storeURL returns the URL of a fresh, empty store of a kind: "mem", "file"
-// or "minio" (an S3 bucket on a MinIO server the test starts; see
-// internal/testservices: without MinIO the test fails under CI and is
-// skipped with the reason elsewhere).
+// storeURL returns the URL of a fresh, empty store of a kind: "mem",
+// "file", "minio" (an S3 bucket on a MinIO server the test starts) or "gcs"
+// (a prefix of a bucket on the GCS emulator the test starts; see
+// internal/testservices: without the service the test fails under CI and
+// is skipped with the reason elsewhere).
 func storeURL(t testing.TB, kind string) string {
 	switch kind {
 	case "mem":
@@ -64,6 +65,8 @@ func storeURL(t testing.TB, kind string) string {
 		return "file://" + t.TempDir()
 	case "minio":
 		return testservices.StartMinIO(t)
+	case "gcs":
+		return testservices.StartGCSEmulator(t) + "/vol"
 	}
 	t.Fatalf("unknown store kind %q", kind)
 	return ""
