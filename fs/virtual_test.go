@@ -83,7 +83,7 @@ func TestPOSIXVirtualSnapshot(t *testing.T) {
 	t.Run("ReadsThrough", func(t *testing.T) {
 		wantSame(t, "the virtual mount differs from its snapshot", want, manifestOf(t, m.Dir), posixtest.IgnoreAtime)
 	})
-	for _, name := range []string{"ROTree", "ROReads"} {
+	for _, name := range []string{"ROTree", "ROReads", "ROFileHandles"} {
 		t.Run(name, func(t *testing.T) { posixtest.ReadOnlyChecks[name](t, m.Dir) })
 	}
 	posixtest.Run(t, m.Dir, posixtest.Options{Exclude: virtualExclusions})

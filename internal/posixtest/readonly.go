@@ -141,6 +141,43 @@ var ReadOnlyChecks = map[string]func(t *testing.T, mnt string){
 	"ROWritesFail":  checkROWritesFail,
 	"ROLocks":       checkROLocks,
 	"ROStatfsFlags": checkROStatfs,
+	"ROFileHandles": checkROFileHandles,
+}
+
+// checkROFileHandles (root: open_by_handle_at needs CAP_DAC_READ_SEARCH):
+// handles of a file and a directory of the tree open them again, also
+// after the kernel dropped its caches.
+func checkROFileHandles(t *testing.T, mnt string) {
+	needRoot(t, "open_by_handle_at needs CAP_DAC_READ_SEARCH")
+	root := join(mnt, PopulatedDir)
+	mfd := open(t, mnt, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	defer closeQuietly(&mfd)
+	paths := []string{join(root, "small.txt"), join(root, "empty-dir")}
+	handles := make([]unix.FileHandle, len(paths))
+	for i, p := range paths {
+		h, _, err := unix.NameToHandleAt(unix.AT_FDCWD, p, 0)
+		ok(t, "name_to_handle_at "+p, err)
+		handles[i] = h
+	}
+	want := readFile(t, paths[0])
+	dropCaches(t)
+	for i, p := range paths {
+		fd, err := unix.OpenByHandleAt(mfd, handles[i], unix.O_RDONLY|unix.O_CLOEXEC)
+		if err != nil {
+			t.Errorf("after dropping the kernel's caches: open_by_handle_at %s: %v", p, err)
+			continue
+		}
+		if st := fstat(t, fd); st.Ino != lstat(t, p).Ino {
+			t.Errorf("the handle of %s opened inode %d, want %d", p, st.Ino, lstat(t, p).Ino)
+		}
+		if i == 0 {
+			b := make([]byte, len(want)+1)
+			if n := preadFull(t, fd, b, 0); !bytes.Equal(b[:n], want) {
+				t.Errorf("reading %s through its handle: %s", p, describeDiff(b[:n], want))
+			}
+		}
+		_ = unix.Close(fd)
+	}
 }
 
 // checkROTree: the tree is attribute-for-attribute what Populate writes
@@ -225,6 +262,7 @@ func checkROWritesFail(t *testing.T, mnt string) {
 		{"open O_RDWR", openErr(small, unix.O_RDWR)},
 		{"open O_RDONLY|O_TRUNC", openErr(small, unix.O_RDONLY|unix.O_TRUNC)},
 		{"create", openErr(at("new-file"), unix.O_WRONLY|unix.O_CREAT)},
+		{"open O_TMPFILE", openErr(root, unix.O_TMPFILE|unix.O_RDWR)},
 		{"mkdir", unix.Mkdir(at("new-dir"), 0o755)},
 		{"rmdir", unix.Rmdir(at("empty-dir"))},
 		{"unlink", unix.Unlink(small)},
