@@ -182,6 +182,17 @@ func TestPathEscapes(t *testing.T) {
 			_, err := w.Glob(ctx, api.Glob{Pattern: "*", Path: p})
 			return err
 		},
+		"GET /v1/workspaces/{name}/tar/{path}": func(ctx context.Context, p string) error {
+			rc, err := w.DownloadTar(ctx, p)
+			if err == nil {
+				_ = rc.Close()
+			}
+			return err
+		},
+		"PUT /v1/workspaces/{name}/tar/{path}": func(ctx context.Context, p string) error {
+			_, err := w.UploadTar(ctx, p, strings.NewReader(""))
+			return err
+		},
 		"POST /v1/workspaces/{name}/fs/grep": func(ctx context.Context, p string) error {
 			_, err := w.Grep(ctx, api.Grep{Pattern: "x", Path: p})
 			return err
@@ -194,10 +205,30 @@ func TestPathEscapes(t *testing.T) {
 		"DELETE /v1/tokens/{id}": true, "GET /v1/workspaces/{name}/jobs": true,
 		"GET /v1/workspaces/{name}/jobs/{id}": true, "POST /v1/workspaces/{name}/jobs/{id}/wait": true,
 		"POST /v1/workspaces/{name}/jobs/{id}/kill": true, "GET /v1/workspaces/{name}/jobs/{id}/output": true,
+		// History names snapshots and references, not paths; virtual
+		// commit and discard name paths of the overlay's change list only.
+		"POST /v1/workspaces/{name}/snapshots": true, "GET /v1/workspaces/{name}/snapshots": true,
+		"DELETE /v1/workspaces/{name}/snapshots/{snap}": true, "POST /v1/workspaces/{name}/snapshots/{snap}/restore": true,
+		"POST /v1/workspaces/{name}/fork": true, "GET /v1/workspaces/{name}/branches": true,
+		"POST /v1/workspaces/{name}/virtual/diff": true, "POST /v1/workspaces/{name}/virtual/commit": true,
+		"POST /v1/workspaces/{name}/virtual/discard": true,
+	}
+	// A diff's path names a directory of the history's trees, where
+	// symlinks are not followed: only lexical escapes apply.
+	lexical := map[string]func(ctx context.Context, p string) error{
+		"POST /v1/workspaces/{name}/diff": func(ctx context.Context, p string) error {
+			_, err := w.Diff(ctx, api.Diff{From: "ws", Path: p})
+			return err
+		},
 	}
 	for _, rt := range d.srv.Routes() {
-		if probes[rt] == nil && !noPath[rt] {
+		if probes[rt] == nil && lexical[rt] == nil && !noPath[rt] {
 			t.Errorf("route %s: not in TestPathEscapes (add a probe, or list it as taking no path)", rt)
+		}
+	}
+	for rt, probe := range lexical {
+		for _, p := range []string{"../x", "d/../../x", "/etc"} {
+			wantCode(t, rt+" "+p, probe(ctx, p), "path_escape", 400)
 		}
 	}
 	for rt, probe := range probes {

@@ -2,6 +2,9 @@ package serve_test
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"reflect"
 	"slices"
 	"sort"
@@ -109,7 +112,7 @@ func refExists(doc any, ref string) bool {
 // serve/api types the server and the Go client use.
 func TestOpenAPIMatchesTypes(t *testing.T) {
 	doc := loadDoc(t, serve.OpenAPI)
-	for name, v := range map[string]any{
+	types := map[string]any{
 		"Error": api.Error{}, "ErrorBody": api.ErrorBody{}, "Health": api.Health{},
 		"CreateWorkspace": api.CreateWorkspace{}, "Workspace": api.Workspace{}, "WorkspaceList": api.WorkspaceList{},
 		"CreateToken": api.CreateToken{}, "Token": api.Token{}, "TokenList": api.TokenList{},
@@ -119,7 +122,30 @@ func TestOpenAPIMatchesTypes(t *testing.T) {
 		"Exists": api.Exists{}, "Listing": api.Listing{}, "Mkdir": api.Mkdir{}, "Edit": api.Edit{},
 		"EditResult": api.EditResult{}, "FromTo": api.FromTo{}, "Glob": api.Glob{}, "GlobResult": api.GlobResult{},
 		"Grep": api.Grep{}, "GrepMatch": api.GrepMatch{}, "GrepResult": api.GrepResult{},
-	} {
+		"SaveSnapshot": api.SaveSnapshot{}, "Snapshot": api.Snapshot{}, "SnapshotList": api.SnapshotList{},
+		"Restore": api.Restore{}, "RestoreResult": api.RestoreResult{}, "Diff": api.Diff{},
+		"HistoryChange": api.HistoryChange{}, "DiffResult": api.DiffResult{}, "Fork": api.Fork{},
+		"Branch": api.Branch{}, "BranchList": api.BranchList{}, "VirtualDiff": api.VirtualDiff{},
+		"VirtualChange": api.VirtualChange{}, "VirtualDiffResult": api.VirtualDiffResult{},
+		"VirtualCommit": api.VirtualCommit{}, "VirtualCommitResult": api.VirtualCommitResult{},
+		"VirtualDiscard": api.VirtualDiscard{}, "VirtualDiscardResult": api.VirtualDiscardResult{},
+	}
+	// Every struct of serve/api is listed above.
+	f, err := parser.ParseFile(token.NewFileSet(), "api/api.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, decl := range f.Decls {
+		if gd, ok := decl.(*ast.GenDecl); ok && gd.Tok == token.TYPE {
+			for _, sp := range gd.Specs {
+				ts := sp.(*ast.TypeSpec)
+				if _, isStruct := ts.Type.(*ast.StructType); isStruct && types[ts.Name.Name] == nil {
+					t.Errorf("api.%s is not checked against openapi.json: add it to TestOpenAPIMatchesTypes", ts.Name.Name)
+				}
+			}
+		}
+	}
+	for name, v := range types {
 		sch, ok := doc.Components.Schemas[name]
 		if !ok {
 			t.Errorf("schema %s missing", name)

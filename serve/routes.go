@@ -107,6 +107,8 @@ func (s *Server) routeTable() []route {
 		{method: "GET", pattern: ws + "/files/{path...}", access: wsRead, mount: true, h: s.readFile},
 		{method: "PUT", pattern: ws + "/files/{path...}", access: wsWrite, body: rawBody, mount: true, long: true, h: s.writeFile},
 		{method: "DELETE", pattern: ws + "/files/{path...}", access: wsWrite, mount: true, h: s.removeFile},
+		{method: "GET", pattern: ws + "/tar/{path...}", access: wsRead, mount: true, long: true, h: s.downloadTar},
+		{method: "PUT", pattern: ws + "/tar/{path...}", access: wsWrite, body: rawBody, mount: true, long: true, h: s.uploadTar},
 		{method: "GET", pattern: ws + "/fs/stat", access: wsRead, mount: true, h: s.stat},
 		{method: "GET", pattern: ws + "/fs/exists", access: wsRead, mount: true, h: s.exists},
 		{method: "GET", pattern: ws + "/fs/list", access: wsRead, mount: true, h: s.list},
@@ -116,6 +118,17 @@ func (s *Server) routeTable() []route {
 		{method: "POST", pattern: ws + "/fs/copy", access: wsWrite, body: jsonBody, mount: true, h: s.copy},
 		{method: "POST", pattern: ws + "/fs/glob", access: wsRead, body: jsonBody, mount: true, h: s.glob},
 		{method: "POST", pattern: ws + "/fs/grep", access: wsRead, body: jsonBody, mount: true, h: s.grep},
+
+		{method: "POST", pattern: ws + "/snapshots", access: wsWrite, body: jsonBody, mount: true, long: true, h: s.saveSnapshot},
+		{method: "GET", pattern: ws + "/snapshots", access: wsRead, mount: true, long: true, h: s.listSnapshots},
+		{method: "DELETE", pattern: ws + "/snapshots/{snap}", access: wsWrite, mount: true, h: s.deleteSnapshot},
+		{method: "POST", pattern: ws + "/snapshots/{snap}/restore", access: wsWrite, body: jsonBody, mount: true, long: true, h: s.restoreSnapshot},
+		{method: "POST", pattern: ws + "/diff", access: wsRead, body: jsonBody, mount: true, long: true, h: s.diff},
+		{method: "POST", pattern: ws + "/fork", access: adminOnly, body: jsonBody, long: true, h: s.fork},
+		{method: "GET", pattern: ws + "/branches", access: wsRead, mount: true, h: s.branches},
+		{method: "POST", pattern: ws + "/virtual/diff", access: wsRead, body: jsonBody, mount: true, long: true, h: s.virtualDiff},
+		{method: "POST", pattern: ws + "/virtual/commit", access: wsWrite, body: jsonBody, mount: true, long: true, h: s.virtualCommit},
+		{method: "POST", pattern: ws + "/virtual/discard", access: wsWrite, body: jsonBody, mount: true, long: true, h: s.virtualDiscard},
 	}
 }
 

@@ -307,3 +307,160 @@ type GrepResult struct {
 	Matches   []GrepMatch `json:"matches"`
 	Truncated bool        `json:"truncated"`
 }
+
+// SaveSnapshot is the body of POST .../snapshots.
+type SaveSnapshot struct {
+	// Name of the snapshot: snapshots are names of the whole volume, so
+	// every workspace can start from one (from "snapshot:NAME").
+	Name    string `json:"name"`
+	Message string `json:"message,omitempty"`
+}
+
+// Snapshot describes a snapshot.
+type Snapshot struct {
+	Name string `json:"name"`
+	// Commit is the commit it names (branch@seq).
+	Commit  string    `json:"commit"`
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"`
+	Message string    `json:"message,omitempty"`
+	// UniqueBytes is what removing it would free (GET ...?unique=1 only).
+	UniqueBytes *int64 `json:"unique_bytes,omitempty"`
+}
+
+// SnapshotList is the answer of GET .../snapshots.
+type SnapshotList struct {
+	Snapshots []Snapshot `json:"snapshots"`
+}
+
+// Restore is the (optional) body of POST .../snapshots/{snap}/restore.
+type Restore struct {
+	Message string `json:"message,omitempty"`
+}
+
+// RestoreResult is the answer of a restore: the workspace's new head, and
+// the automatic snapshot of its state before ("" when it had none).
+type RestoreResult struct {
+	Commit string `json:"commit"`
+	Saved  string `json:"saved,omitempty"`
+}
+
+// Diff is the body of POST .../diff: the changes from From to To, each a
+// snapshot, a workspace (its head), BRANCH@SEQ, or "live" (the
+// workspace's state now).
+type Diff struct {
+	From string `json:"from"`
+	// To defaults to "live".
+	To string `json:"to,omitempty"`
+	// Path restricts the changes to a directory.
+	Path string `json:"path,omitempty"`
+	// Patch asks for unified diffs of text files.
+	Patch bool `json:"patch,omitempty"`
+}
+
+// HistoryChange is one change of a Diff.
+type HistoryChange struct {
+	// Op is "added", "modified" or "deleted".
+	Op   string `json:"op"`
+	Path string `json:"path"`
+	// Type is the newest side's type (file, dir, symlink, ...).
+	Type    string `json:"type"`
+	OldSize uint64 `json:"old_size"`
+	NewSize uint64 `json:"new_size"`
+	// What lists what a modification changed: content, type, mode, ...
+	What  string `json:"what,omitempty"`
+	Patch string `json:"patch,omitempty"`
+}
+
+// DiffResult is the answer of POST .../diff: the two commits compared
+// and the changes, sorted by path.
+type DiffResult struct {
+	From    string          `json:"from"`
+	To      string          `json:"to"`
+	Changes []HistoryChange `json:"changes"`
+}
+
+// Fork is the body of POST .../fork: a new workspace from this one's
+// head, or from one of the volume's snapshots.
+type Fork struct {
+	Name     string `json:"name"`
+	Snapshot string `json:"snapshot,omitempty"`
+}
+
+// Branch is a branch of the daemon's volume.
+type Branch struct {
+	Name string `json:"name"`
+	// Head is its newest commit (branch@seq).
+	Head string `json:"head"`
+	// Writer: a mount holds the branch's writer lease now.
+	Writer bool `json:"writer"`
+}
+
+// BranchList is the answer of GET .../branches.
+type BranchList struct {
+	Branches []Branch `json:"branches"`
+}
+
+// VirtualDiff is the body of POST .../virtual/diff.
+type VirtualDiff struct {
+	// Paths limits the answer to these paths and what is below them.
+	Paths []string `json:"paths,omitempty"`
+	// Stat asks for line counts; Patch for those and unified diffs.
+	Stat  bool `json:"stat,omitempty"`
+	Patch bool `json:"patch,omitempty"`
+}
+
+// VirtualChange is one change of a virtual workspace over its base.
+type VirtualChange struct {
+	// Op is "added", "modified", "deleted" or "renamed".
+	Op   string `json:"op"`
+	Path string `json:"path"`
+	// From is a rename's source.
+	From    string `json:"from,omitempty"`
+	Type    string `json:"type"`
+	Size    uint64 `json:"size"`
+	OldSize uint64 `json:"old_size"`
+	// Added and Deleted lines, and the unified diff, with stat or patch.
+	Added   *int   `json:"added,omitempty"`
+	Deleted *int   `json:"deleted,omitempty"`
+	Binary  bool   `json:"binary,omitempty"`
+	Patch   string `json:"patch,omitempty"`
+}
+
+// VirtualDiffResult is the answer of POST .../virtual/diff.
+type VirtualDiffResult struct {
+	// Base is what the changes are relative to.
+	Base    string          `json:"base"`
+	Changes []VirtualChange `json:"changes"`
+}
+
+// VirtualCommit is the body of POST .../virtual/commit.
+type VirtualCommit struct {
+	// Paths selects the changes (none: all).
+	Paths   []string `json:"paths,omitempty"`
+	Message string   `json:"message,omitempty"`
+	// Snapshot names the new commit (snapshot bases only).
+	Snapshot string `json:"snapshot,omitempty"`
+	// Force commits even where the base changed the same paths.
+	Force bool `json:"force,omitempty"`
+}
+
+// VirtualCommitResult is the answer of POST .../virtual/commit.
+type VirtualCommitResult struct {
+	// Commit is the new commit of the base branch (snapshot bases).
+	Commit  string          `json:"commit,omitempty"`
+	Changes []VirtualChange `json:"changes"`
+	// Pending counts the changes left.
+	Pending int `json:"pending"`
+}
+
+// VirtualDiscard is the body of POST .../virtual/discard.
+type VirtualDiscard struct {
+	Paths []string `json:"paths,omitempty"`
+}
+
+// VirtualDiscardResult is the answer of POST .../virtual/discard.
+type VirtualDiscardResult struct {
+	Discarded []VirtualChange `json:"discarded"`
+	Pending   int             `json:"pending"`
+}

@@ -434,3 +434,95 @@ func (w *Workspace) Grep(ctx context.Context, req api.Grep) (api.GrepResult, err
 	var r api.GrepResult
 	return r, w.c.call(ctx, "POST", w.base+"/fs/grep", nil, req, &r)
 }
+
+// DownloadTar calls GET .../tar/{dir}: the directory ("" the root) as a
+// tar stream, which the caller reads and closes.
+func (w *Workspace) DownloadTar(ctx context.Context, dir string) (io.ReadCloser, error) {
+	resp, err := w.c.do(ctx, request{method: "GET", path: w.tarPath(dir)})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
+// UploadTar calls PUT .../tar/{dir}: the tar stream r is extracted into
+// the directory (created with its parents); it returns what changed.
+func (w *Workspace) UploadTar(ctx context.Context, dir string, r io.Reader) (*api.Changes, error) {
+	resp, err := w.c.do(ctx, request{method: "PUT", path: w.tarPath(dir), body: r, ctype: "application/x-tar"})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var ch *api.Changes
+	if err := json.NewDecoder(resp.Body).Decode(&ch); err != nil {
+		return nil, fmt.Errorf("agentfs serve: tar upload: decoding the answer: %w", err)
+	}
+	return ch, nil
+}
+
+func (w *Workspace) tarPath(dir string) string {
+	return strings.Replace(w.filePath(dir), "/files/", "/tar/", 1)
+}
+
+// SaveSnapshot calls POST .../snapshots.
+func (w *Workspace) SaveSnapshot(ctx context.Context, req api.SaveSnapshot) (api.Snapshot, error) {
+	var s api.Snapshot
+	return s, w.c.call(ctx, "POST", w.base+"/snapshots", nil, req, &s)
+}
+
+// Snapshots calls GET .../snapshots (unique: with the bytes each frees).
+func (w *Workspace) Snapshots(ctx context.Context, unique bool) ([]api.Snapshot, error) {
+	var q url.Values
+	if unique {
+		q = url.Values{"unique": {"1"}}
+	}
+	var l api.SnapshotList
+	return l.Snapshots, w.c.call(ctx, "GET", w.base+"/snapshots", q, nil, &l)
+}
+
+// DeleteSnapshot calls DELETE .../snapshots/{snap}.
+func (w *Workspace) DeleteSnapshot(ctx context.Context, name string) error {
+	return w.c.call(ctx, "DELETE", w.base+"/snapshots/"+url.PathEscape(name), nil, nil, nil)
+}
+
+// Restore calls POST .../snapshots/{snap}/restore.
+func (w *Workspace) Restore(ctx context.Context, snap, message string) (api.RestoreResult, error) {
+	var r api.RestoreResult
+	return r, w.c.call(ctx, "POST", w.base+"/snapshots/"+url.PathEscape(snap)+"/restore", nil, api.Restore{Message: message}, &r)
+}
+
+// Diff calls POST .../diff.
+func (w *Workspace) Diff(ctx context.Context, req api.Diff) (api.DiffResult, error) {
+	var r api.DiffResult
+	return r, w.c.call(ctx, "POST", w.base+"/diff", nil, req, &r)
+}
+
+// Fork calls POST .../fork (admin token).
+func (w *Workspace) Fork(ctx context.Context, req api.Fork) (api.Workspace, error) {
+	var r api.Workspace
+	return r, w.c.call(ctx, "POST", w.base+"/fork", nil, req, &r)
+}
+
+// Branches calls GET .../branches.
+func (w *Workspace) Branches(ctx context.Context) ([]api.Branch, error) {
+	var l api.BranchList
+	return l.Branches, w.c.call(ctx, "GET", w.base+"/branches", nil, nil, &l)
+}
+
+// VirtualDiff calls POST .../virtual/diff.
+func (w *Workspace) VirtualDiff(ctx context.Context, req api.VirtualDiff) (api.VirtualDiffResult, error) {
+	var r api.VirtualDiffResult
+	return r, w.c.call(ctx, "POST", w.base+"/virtual/diff", nil, req, &r)
+}
+
+// VirtualCommit calls POST .../virtual/commit.
+func (w *Workspace) VirtualCommit(ctx context.Context, req api.VirtualCommit) (api.VirtualCommitResult, error) {
+	var r api.VirtualCommitResult
+	return r, w.c.call(ctx, "POST", w.base+"/virtual/commit", nil, req, &r)
+}
+
+// VirtualDiscard calls POST .../virtual/discard.
+func (w *Workspace) VirtualDiscard(ctx context.Context, req api.VirtualDiscard) (api.VirtualDiscardResult, error) {
+	var r api.VirtualDiscardResult
+	return r, w.c.call(ctx, "POST", w.base+"/virtual/discard", nil, req, &r)
+}
