@@ -2,6 +2,7 @@ package cache
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"sort"
 	"sync"
@@ -123,7 +124,10 @@ func (c *blockCache) evictLoop() {
 }
 
 // evict frees least recently used files' clean blocks until the cache is
-// 10% under its limit. Open files are skipped.
+// 10% under its limit. A closed file loses all its clean blocks (its data
+// file goes when nothing in it is dirty); an open one, being read, keeps the
+// blocks its readers are about to use (see evictOpen), so that reading a
+// file larger than the cache keeps the cache within its limit.
 func (c *blockCache) evict() {
 	target := c.v.opts.CacheSize - c.v.opts.CacheSize/10
 	c.mu.Lock()
@@ -141,24 +145,90 @@ func (c *blockCache) evict() {
 		return
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].used < cands[j].used })
-	for i := 0; i < len(cands); i += 64 {
-		c.v.mu.Lock()
-		for _, cd := range cands[i:min(i+64, len(cands))] {
-			if c.used() <= target {
-				break
-			}
-			if c.v.lookupNode(cd.ino) != nil {
-				continue
-			}
-			if err := c.evictIno(cd.ino); err != nil {
-				c.v.log.Warn("cache eviction failed", "ino", cd.ino, "err", err)
-			}
-		}
-		c.v.mu.Unlock()
-		if c.used() <= target {
+	for _, cd := range cands {
+		if c.used() <= target || c.v.ctx.Err() != nil {
 			return
 		}
+		var err error
+		if n := c.v.holdNode(cd.ino); n != nil {
+			err = errors.Join(c.evictOpen(n), c.v.releaseNode(n))
+		} else {
+			c.v.mu.Lock()
+			if c.v.lookupNode(cd.ino) == nil {
+				err = c.evictIno(cd.ino)
+			}
+			c.v.mu.Unlock()
+		}
+		if err != nil {
+			c.v.log.Warn("cache eviction failed", "ino", cd.ino, "err", err)
+		}
 	}
+}
+
+// evictOpen drops the clean blocks of open file n except those its readers
+// are about to use: the blocks around the end of the last read and the
+// read-ahead window after it, and the block fetched last (a reader between
+// its fetch and its read). A reader that still finds a block gone fetches
+// it again: readers look at n.present under n.mu, which this holds
+// exclusively, so none ever reads a punched block as zeros. The presence
+// is persisted before the blocks are punched, so that no crash leaves a
+// block recorded present that reads as zeros.
+func (c *blockCache) evictOpen(n *node) error {
+	v := c.v
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.rec.Inline || len(n.present) == 0 {
+		return nil
+	}
+	bs := v.chunkSize
+	cur := n.lastEnd.Load() / bs
+	keep := func(b uint64) bool {
+		return (b+1 >= cur && b <= cur+uint64(v.opts.ReadAhead)) || b+1 == n.lastFetched
+	}
+	var drop []uint64
+	for b := range n.present {
+		if !keep(b) && !n.rec.isDirty(b) {
+			drop = append(drop, b)
+		}
+	}
+	if len(drop) == 0 {
+		return nil
+	}
+	for _, b := range drop {
+		delete(n.present, b)
+	}
+	n.presenceDirty = true
+	if err := v.persistNode(n); err != nil {
+		for _, b := range drop {
+			n.present[b] = true
+		}
+		return err
+	}
+	f, err := n.file(false)
+	if err != nil || f == nil {
+		c.add(n.ino, -c.extents(n, drop))
+		return err
+	}
+	for _, b := range drop {
+		if err = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, int64(b*bs), int64(bs)); err != nil {
+			// Not present any more: a later fetch overwrites its bytes.
+			err = fmt.Errorf("punch block %d out of %s: %w", b, f.Name(), err)
+			break
+		}
+	}
+	c.add(n.ino, -c.extents(n, drop))
+	return err
+}
+
+// extents returns the bytes the block cache counts for blocks bs of n (a
+// block's extent within the file, as installBlock counts it). Caller holds
+// n.mu.
+func (c *blockCache) extents(n *node, blocks []uint64) int64 {
+	var sum int64
+	for _, b := range blocks {
+		sum += int64(min(c.v.chunkSize, n.rec.Size-min(n.rec.Size, b*c.v.chunkSize)))
+	}
+	return sum
 }
 
 // evictIno drops the clean blocks of a file that is not open. Caller holds
@@ -201,6 +271,13 @@ func (c *blockCache) evictIno(ino uint64) error {
 		c.drop(ino)
 		return nil
 	}
+	// The presence goes first: a crash in between leaves clean bytes of
+	// blocks not recorded present (fetched again when read), never a block
+	// recorded present that reads as zeros.
+	if err := c.v.db.Update(func(txn *ktxn) error { return txn.Delete(key64(pPresence, ino)) }); err != nil {
+		return err
+	}
+	c.drop(ino)
 	if len(rec.Dirty) == 0 {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
@@ -222,9 +299,5 @@ func (c *blockCache) evictIno(ino uint64) error {
 			return err
 		}
 	}
-	if err := c.v.db.Update(func(txn *ktxn) error { return txn.Delete(key64(pPresence, ino)) }); err != nil {
-		return err
-	}
-	c.drop(ino)
 	return nil
 }

@@ -48,10 +48,25 @@ type node struct {
 	inlineDirty   bool      // inline holds bytes the database does not
 	f             *os.File  // the data file, opened on first need
 	lower         LowerFile // the origin file of the host base, opened on first need
+	lastFetched   uint64    // 1 + the block installed last (0: none), kept from eviction
 
 	lastEnd atomic.Uint64 // end of the last read, for read-ahead
 
 	opens int // guarded by v.nodesMu
+}
+
+// holdNode returns the node of inode ino, counting one more user (to be
+// released with releaseNode), or nil if the inode has none or its last
+// user is releasing it.
+func (v *Volume) holdNode(ino uint64) *node {
+	v.nodesMu.Lock()
+	defer v.nodesMu.Unlock()
+	n := v.nodes[ino]
+	if n == nil || n.opens == 0 {
+		return nil
+	}
+	n.opens++
+	return n
 }
 
 func (v *Volume) lookupNode(ino uint64) *node {
@@ -676,6 +691,7 @@ func (v *Volume) installBlock(n *node, b uint64, data []byte) error {
 	}
 	n.present[b] = true
 	n.presenceDirty = true
+	n.lastFetched = b + 1
 	v.blocks.add(n.ino, int64(len(buf)))
 	return nil
 }

@@ -1,0 +1,169 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/agentfs/agentfs/snapshot"
+)
+
+// dataBytes returns the disk space the data files of v's cache use.
+func dataBytes(t testing.TB, v *Volume) int64 {
+	t.Helper()
+	var sum int64
+	err := filepath.WalkDir(v.dataDir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed meanwhile
+		} else if err != nil {
+			return err
+		}
+		sum += fi.Sys().(*syscall.Stat_t).Blocks * 512
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+// bigFileVolume makes a volume (64 KiB chunks) whose main branch holds
+// "big", size bytes of random data, and returns its URL, the file's inode
+// and its contents.
+func bigFileVolume(t testing.TB, size int) (string, uint64, []byte) {
+	t.Helper()
+	url := testStoreURL(t)
+	initVolume(t, url, func(c *snapshot.Config) { c.ChunkSize = 64 << 10; c.PackSize = 4 << 20 })
+	data := make([]byte, size)
+	_, _ = rand.NewChaCha8([32]byte{1}).Read(data)
+	w := openVolume(t, url, "")
+	a := writeFile(t, w, RootIno, "big", data)
+	if err := w.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return url, a.Ino, data
+}
+
+// TestCacheLimitOnRead: reading a file many times larger than
+// Options.CacheSize, while it stays open, keeps the block cache (as the
+// engine counts it and as disk usage of its data files shows) near its
+// limit; every byte read is right, for a sequential reader and for
+// concurrent random readers.
+func TestCacheLimitOnRead(t *testing.T) {
+	const limit = 1 << 20
+	url, ino, data := bigFileVolume(t, 16<<20)
+	// The blocks a reader keeps (ReadAhead after the last read, the one
+	// before it, the one fetched last), plus what the asynchronous
+	// evictor may lag behind.
+	const slack = 12 * (64 << 10)
+	ctx := context.Background()
+	v := openVolume(t, url, "", func(o *Options) { o.CacheSize = limit })
+	if _, err := v.Lookup(ctx, RootIno, "big"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Open(ctx, ino, false); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = v.Release(ctx, ino) }()
+
+	var peak, peakDisk int64
+	buf := make([]byte, 128<<10)
+	for off := 0; off < len(data); off += len(buf) {
+		n, err := v.Read(ctx, ino, buf, uint64(off))
+		if err != nil || !bytes.Equal(buf[:n], data[off:off+n]) {
+			t.Fatalf("read at %d: %d bytes, %v, right: %v", off, n, err, bytes.Equal(buf[:n], data[off:off+n]))
+		}
+		peak = max(peak, v.blocks.used())
+		if off%(1<<20) == 0 {
+			peakDisk = max(peakDisk, dataBytes(t, v))
+		}
+	}
+	t.Logf("sequential: peak cache %d, peak disk %d (limit %d)", peak, peakDisk, limit)
+	if peak > limit+slack || peakDisk > limit+slack {
+		t.Errorf("sequential read of %d bytes with a %d-byte cache: the cache peaked at %d bytes (%d on disk)", len(data), limit, peak, peakDisk)
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for r := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(r), 7))
+			b := make([]byte, 100_000)
+			for range 200 {
+				off := rng.IntN(len(data) - len(b))
+				n, err := v.Read(ctx, ino, b, uint64(off))
+				if err != nil || n != len(b) || !bytes.Equal(b, data[off:off+n]) {
+					errs <- "wrong bytes from a random read"
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	if got := dataBytes(t, v); got > limit+4*slack {
+		t.Errorf("after random reads: %d bytes on disk, limit %d", got, limit)
+	}
+}
+
+// BenchmarkColdRead reads a 16 MiB file sequentially from a cold cache,
+// with a cache that holds it all (no eviction, as every read was before
+// reads evicted) and with a 1 MiB cache that must evict as it reads:
+//
+//	go test -run XXX -bench ColdRead -benchtime 5x ./cache
+func BenchmarkColdRead(b *testing.B) {
+	url, ino, data := bigFileVolume(b, 16<<20)
+	for _, bc := range []struct {
+		name  string
+		limit int64
+	}{{"cache=10GiB", 10 << 30}, {"cache=1MiB", 1 << 20}} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			b.SetBytes(int64(len(data)))
+			buf := make([]byte, 128<<10)
+			for range b.N {
+				b.StopTimer()
+				v := openVolume(b, url, "", func(o *Options) { o.CacheSize = bc.limit })
+				if _, err := v.Lookup(ctx, RootIno, "big"); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := v.Open(ctx, ino, false); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				for off := 0; off < len(data); off += len(buf) {
+					if _, err := v.Read(ctx, ino, buf, uint64(off)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(dataBytes(b, v))/(1<<20), "MiB-on-disk")
+				if err := v.Release(ctx, ino); err != nil {
+					b.Fatal(err)
+				}
+				if err := v.Close(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}
