@@ -64,7 +64,8 @@ input is passed to CMD (</dev/null to give it none). When CMD
 returns, everything it left running (background children included) is
 killed. On timeout the whole process tree is killed and agentfs exec exits
 with 124; when agentfs itself cannot run CMD it exits with 125; when it is
-interrupted it kills CMD and exits with 130.
+interrupted it kills CMD and exits with 130. Bad usage (an unknown flag, a bad
+flag value) exits with 125 too, as for every agentfs command.
 
 When DIR is an agentfs mount, agentfs exec waits until everything CMD wrote
 is in blob storage (a sync) before it exits.`,
@@ -74,7 +75,7 @@ is in blob storage (a sync) before it exits.`,
   agentfs exec --changes ./ws -- sh -c 'echo hi > new.txt'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
-				return execFail(cmd, errors.New("usage: agentfs exec [flags] DIR -- CMD [ARGS...]"))
+				return usageErrorf(cmd, "usage: agentfs exec [flags] DIR -- CMD [ARGS...]")
 			}
 			return runExec(cmd, &f, args[0], args[1:])
 		},
@@ -89,7 +90,7 @@ func addExecFlags(c *cobra.Command, f *execFlags) {
 	fl := c.Flags()
 	fl.StringVar(&f.backend, "backend", "local", "where to run: local (this host) or docker (a container)")
 	fl.StringVar(&f.image, "image", "", "image for --backend docker (required there; never pulled)")
-	fl.DurationVar(&f.timeout, "timeout", 0, "kill the command's process tree after this long and exit 124 (0: no timeout)")
+	fl.Var(timeoutFlag{&f.timeout}, "timeout", "kill the command's process tree after this long and exit 124 (0: no timeout)")
 	fl.StringArrayVar(&f.env, "env", nil, "set K=V in the command's environment (repeatable)")
 	fl.StringVar(&f.cwd, "cwd", "", "working directory, relative to DIR (must stay inside it)")
 	fl.Int64Var(&f.outputLimit, "output-limit", 0, "pass at most N bytes of output (stdout and stderr together), drop the rest (0: no limit)")
@@ -114,6 +115,9 @@ func runExec(cmd *cobra.Command, f *execFlags, dir string, argv []string) error 
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if f.outputLimit < 0 || f.cpus < 0 || f.pids < 0 {
+		return usageErrorf(cmd, "--output-limit, --cpus and --pids cannot be negative (0 means no limit, or the default)")
+	}
 	opts := exec.Options{ChangeTracker: exec.NoChanges{}}
 	if f.changes {
 		opts.ChangeTracker = nil // the default: a walk of DIR
@@ -135,7 +139,7 @@ func runExec(cmd *cobra.Command, f *execFlags, dir string, argv []string) error 
 	for _, kv := range f.env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return execFail(cmd, fmt.Errorf("--env %q: want K=V", kv))
+			return usageErrorf(cmd, "--env %q: want K=V", kv)
 		}
 		env[k] = v
 	}
@@ -146,23 +150,23 @@ func runExec(cmd *cobra.Command, f *execFlags, dir string, argv []string) error 
 	case "local":
 		for _, name := range []string{"image", "user", "network", "memory", "cpus", "pids"} {
 			if cmd.Flags().Changed(name) {
-				return execFail(cmd, fmt.Errorf("--%s needs --backend docker", name))
+				return usageErrorf(cmd, "--%s needs --backend docker", name)
 			}
 		}
 		b, err = exec.NewLocal(dir, opts)
 	case "docker":
 		if f.image == "" {
-			return execFail(cmd, errors.New("--backend docker needs --image"))
+			return usageErrorf(cmd, "--backend docker needs --image")
 		}
 		d := exec.DockerOptions{Options: opts, Image: f.image, User: f.user, Network: f.network, CPUs: f.cpus, Pids: f.pids}
 		if f.memory != "" {
 			if d.Memory, err = units.RAMInBytes(f.memory); err != nil {
-				return execFail(cmd, fmt.Errorf("--memory %q: %w", f.memory, err))
+				return usageErrorf(cmd, "--memory %q: %w", f.memory, err)
 			}
 		}
 		b, err = exec.NewDocker(ctx, dir, d)
 	default:
-		return execFail(cmd, fmt.Errorf("--backend %q: want local or docker", f.backend))
+		return usageErrorf(cmd, "--backend %q: want local or docker", f.backend)
 	}
 	if err != nil {
 		return execFail(cmd, err)
@@ -174,7 +178,7 @@ func runExec(cmd *cobra.Command, f *execFlags, dir string, argv []string) error 
 	}()
 
 	limit := f.outputLimit
-	if limit <= 0 {
+	if limit == 0 {
 		limit = -1
 	}
 	req := exec.Request{

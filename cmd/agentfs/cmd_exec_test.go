@@ -15,7 +15,7 @@ import (
 )
 
 // runExecCLI runs agentfs with args in-process and returns its exit status,
-// stdout and stderr.
+// stdout and stderr (with what main would print of the error).
 func runExecCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -26,16 +26,8 @@ func runExecCLI(t *testing.T, stdin string, args ...string) (int, string, string
 	root.SetOut(&out)
 	root.SetErr(&errb)
 	root.SetIn(strings.NewReader(stdin))
-	err := root.ExecuteContext(ctx)
-	code := 0
-	var ee *exitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.code
-	case err != nil:
-		code = 1
-		errb.WriteString(err.Error())
-	}
+	code, msg := exitStatus(root.ExecuteContext(ctx))
+	errb.WriteString(msg)
 	return code, out.String(), errb.String()
 }
 

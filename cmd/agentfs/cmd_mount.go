@@ -33,6 +33,7 @@ type mountFlags struct {
 	background         bool
 	cacheDir           string
 	readOnly           bool
+	nonempty           bool
 	cacheSize          int64
 	checkpointInterval time.Duration
 	branch             string
@@ -62,7 +63,8 @@ Without URL, the embedded default store is used: a local directory in your data
 directory ($XDG_DATA_HOME/agentfs/default, or ~/.local/share/agentfs/default),
 initialized on first use. MOUNTPOINT is created if missing; a stale mount left
 there by a killed server ("transport endpoint is not connected") is cleaned up
-first.
+first. A MOUNTPOINT that is not empty is refused: the mount would hide its
+files until it is unmounted (--nonempty mounts over them anyway).
 
 The mount serves in the foreground; with -d/--background, agentfs returns as
 soon as the mount is ready and leaves a server process running (its log is
@@ -113,6 +115,7 @@ confinement.`,
 	fl.BoolVarP(&f.background, "background", "d", false, "return once the mount is ready, leaving the server running")
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "local cache `DIR` (default: derived from URL and branch under the user cache directory)")
 	fl.BoolVar(&f.readOnly, "read-only", false, "mount read-only (no writer lease; every change fails with EROFS)")
+	fl.BoolVar(&f.nonempty, "nonempty", false, "mount even if MOUNTPOINT is not empty (its files are hidden until unmount)")
 	fl.Var(byteSizeFlag{&f.cacheSize}, "cache-size", "bound on clean cached data, e.g. 20G (default 10G)")
 	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", 5*time.Second, "how often changes are committed to the store (negative: only on sync and unmount)")
 	fl.StringVar(&f.branch, "branch", snapshot.DefaultBranch, "branch to mount")
@@ -187,6 +190,11 @@ func resolveMount(ctx context.Context, url, mnt string, f mountFlags, stderr io.
 		}
 		return t, fmt.Errorf("%s is already a mount point; unmount it first", t.mnt)
 	}
+	if !f.nonempty {
+		if err := checkEmpty(t.mnt); err != nil {
+			return t, err
+		}
+	}
 	t.branch = f.branch
 	if t.virtual, err = resolveVirtual(t.mnt, f); err != nil {
 		return t, err
@@ -216,6 +224,28 @@ func resolveMount(ctx context.Context, url, mnt string, f mountFlags, stderr io.
 		return t, fmt.Errorf("cache dir: %w", err)
 	}
 	return t, nil
+}
+
+// checkEmpty fails if directory dir has entries, naming a few of them.
+func checkEmpty(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("mount point: %w", err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(4)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("mount point %s: %w", dir, err)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	what := strings.Join(names[:min(len(names), 3)], ", ")
+	if len(names) > 3 {
+		what += ", ..."
+	}
+	return fmt.Errorf("mount point %s is not empty (it holds %s): the mount would hide those files until it is unmounted; "+
+		"choose an empty or new directory, or pass --nonempty to mount over them", dir, what)
 }
 
 // within reports whether path is dir or lies below it.
@@ -277,6 +307,9 @@ func startBackground(ctx context.Context, t mountTarget, f mountFlags, stderr io
 	}
 	if f.readOnly {
 		flags = append(flags, "--read-only")
+	}
+	if f.nonempty {
+		flags = append(flags, "--nonempty")
 	}
 	if f.cacheSize > 0 {
 		flags = append(flags, "--cache-size="+strconv.FormatInt(f.cacheSize, 10))
@@ -378,7 +411,8 @@ type mountd struct {
 	log *slog.Logger
 	ws  *overlay.Workspace // a virtual mount's workspace, else nil
 
-	autogc *autoGC // the background gc of a read-write mount, else nil
+	autogc   *autoGC // the background gc of a read-write mount, else nil
+	cacheDir string  // the mount's cache directory, for messages
 
 	gone     chan struct{} // closed when the FUSE server stopped (unmounted)
 	closed   chan struct{} // closed when the volume is closed
@@ -407,18 +441,36 @@ func (m *mountd) Invalidate(inv control.Invalidation) error {
 }
 
 // Unmount syncs, detaches and waits for the volume to close (not with
-// force, which detaches lazily and returns).
+// force, which detaches lazily and returns). A forced unmount detaches even
+// when the sync fails or takes longer than forcedSyncTimeout, and then
+// returns that failure: the changes are only in the cache directory until
+// the volume's final commit succeeds.
 func (m *mountd) Unmount(ctx context.Context, force bool) error {
-	if err := m.vol.Sync(ctx); err != nil && !errors.Is(err, cache.ErrClosed) {
+	sctx := ctx
+	if force {
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithTimeout(ctx, forcedSyncTimeout)
+		defer cancel()
+	}
+	syncErr := m.vol.Sync(sctx)
+	if errors.Is(syncErr, cache.ErrClosed) {
+		syncErr = nil
+	}
+	if syncErr != nil {
 		if !force {
-			return fmt.Errorf("sync before unmount: %w", err)
+			return fmt.Errorf("sync before unmount: %w", syncErr)
 		}
-		m.log.Warn("sync before a forced unmount failed; the cache keeps the changes", "err", err)
+		m.log.Warn("sync before a forced unmount failed; the cache keeps the changes", "err", syncErr)
 	}
 	if err := m.srv.Unmount(force); err != nil && !errors.Is(err, afs.ErrNotMounted) {
 		return err
 	}
 	if force {
+		if syncErr != nil {
+			return fmt.Errorf("detached, but the sync before it failed: %w; the changes are only in the cache directory %s "+
+				"(the server tries once more when its last user is gone; if that fails too, mounting again with that cache directory uploads them)",
+				syncErr, m.cacheDir)
+		}
 		return nil
 	}
 	select {
@@ -428,6 +480,11 @@ func (m *mountd) Unmount(ctx context.Context, force bool) error {
 		return ctx.Err()
 	}
 }
+
+// forcedSyncTimeout bounds the sync before `agentfs umount --force`
+// detaches: a store that does not answer must not keep a forced unmount
+// from detaching at once.
+const forcedSyncTimeout = 10 * time.Second
 
 // shutdownSyncTimeout bounds the sync a signal asks for: a store that does
 // not answer must not keep the server from unmounting (the cache keeps
@@ -527,7 +584,7 @@ func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logge
 	// read-only mount following its branch, a restore), the kernel is told
 	// which entries and inodes changed.
 	vol.SetNotifier(srv)
-	m := &mountd{vol: vol, srv: srv, log: lg, gone: make(chan struct{}), closed: make(chan struct{})}
+	m := &mountd{vol: vol, srv: srv, log: lg, cacheDir: t.cacheDir, gone: make(chan struct{}), closed: make(chan struct{})}
 	m.ws = ws
 	if !f.readOnly {
 		m.autogc = &autoGC{repo: repo, log: lg, first: autoGCFirst, every: autoGCEvery}
@@ -607,7 +664,7 @@ func forceOnSecondSignal(mnt string, lg *slog.Logger) {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	<-ch
-	lg.Warn("second signal: detaching the mount and exiting now", "mount_point", mnt)
+	lg.Warn("second signal: detaching the mount and exiting now, without syncing: what was not synced stays in the cache directory, and mounting again with it uploads it", "mount_point", mnt)
 	_ = afs.Unmount(mnt, true)
 	os.Exit(1)
 }

@@ -18,7 +18,7 @@ type controlProbe struct{}
 
 // Detect reports whether dir is inside a running agentfs mount.
 func (controlProbe) Detect(dir string) (bench.Mount, bool) {
-	c, err := control.Find(context.Background(), dir)
+	c, err := findMount(context.Background(), dir)
 	if err != nil {
 		return nil, false
 	}

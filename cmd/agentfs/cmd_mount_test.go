@@ -268,10 +268,44 @@ func TestMountCleansStale(t *testing.T) {
 	}
 	fstest.WaitExit(pid, 30*time.Second)
 	out, err = fstest.Run(m.Bin, m.Env, "umount", m.Dir)
-	if err != nil || !strings.Contains(out, "stale") {
+	if exitCode(err) != exitFailure || !strings.Contains(out, "stale") {
 		t.Errorf("umount of a stale mount: %v\n%s", err, out)
 	}
 	if on, _ := afs.IsMountPoint(m.Dir); on {
 		t.Errorf("the stale mount is still there")
+	}
+}
+
+// TestMountNonEmpty: mounting over a directory that is not empty is
+// refused, naming the directory and --nonempty, which mounts over it; the
+// files are there again after umount.
+func TestMountNonEmpty(t *testing.T) {
+	var o fstest.Options
+	bin, env := fstest.Setup(t, &o)
+	detachOnCleanup(t, bin, env, o.Dir)
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(o.Dir, "underneath.txt"), []byte("hidden?"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := fstest.Run(bin, env, "mount", "-d", "--cache-dir", o.CacheDir, o.URL, o.Dir)
+	if exitCode(err) != exitFailure || !strings.Contains(out, o.Dir+" is not empty") || !strings.Contains(out, "underneath.txt") || !strings.Contains(out, "--nonempty") {
+		t.Fatalf("mount over a non-empty directory: %v\n%s", err, out)
+	}
+	if on, _ := afs.IsMountPoint(o.Dir); on {
+		t.Fatalf("a refused mount mounted")
+	}
+	if out, err := fstest.Run(bin, env, "mount", "-d", "--nonempty", "--cache-dir", o.CacheDir, o.URL, o.Dir); err != nil {
+		t.Fatalf("mount --nonempty: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(o.Dir, "underneath.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the mount does not hide what is underneath: %v", err)
+	}
+	if out, err := fstest.Run(bin, env, "umount", o.Dir); err != nil {
+		t.Fatalf("umount: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(o.Dir, "underneath.txt")); err != nil || string(b) != "hidden?" {
+		t.Errorf("after umount: %q, %v", b, err)
 	}
 }

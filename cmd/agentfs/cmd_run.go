@@ -41,7 +41,7 @@ and branch (--cache-dir to choose), so repeated runs start warm.`,
   agentfs run --backend docker --image python:3.12-slim file:///srv/ws -- python -m pytest`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
-				return execFail(cmd, errors.New("usage: agentfs run [flags] URL -- CMD [ARGS...]"))
+				return usageErrorf(cmd, "usage: agentfs run [flags] URL -- CMD [ARGS...]")
 			}
 			return runRun(cmd, &f, branch, cacheDir, args[0], args[1:])
 		},
@@ -59,7 +59,7 @@ func runRun(cmd *cobra.Command, f *execFlags, branch, cacheDir, url string, argv
 	}
 	stderr := cmd.ErrOrStderr()
 	if !isStoreURL(url) {
-		return execFail(cmd, fmt.Errorf("%q is not a store URL (file:///path, s3://bucket/prefix, gs://bucket/prefix); for a directory that is already mounted use `agentfs exec`", url))
+		return usageErrorf(cmd, "%q is not a store URL (file:///path, s3://bucket/prefix, gs://bucket/prefix); for a directory that is already mounted use `agentfs exec`", url)
 	}
 	m, err := mountTemp(ctx, url, branch, cacheDir, stderr)
 	if err != nil {

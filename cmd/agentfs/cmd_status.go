@@ -34,7 +34,7 @@ last background gc, and the blob store's counters since the mount started.
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			c, err := control.Find(ctx, args[0])
+			c, err := findMount(ctx, args[0])
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -20,7 +22,8 @@ func newSyncCmd() *cobra.Command {
 		Long: `Commit everything written to the mount at MOUNTPOINT before this command
 started, and return once it is in blob storage and reachable from a commit.
 While the store fails, the mount keeps retrying and sync keeps waiting (up to
---timeout, if given). On a terminal, progress is shown on stderr.`,
+--timeout, if given; a sync that gives up names the store and the last error
+the mount saw from it, and exits 1). On a terminal, progress is shown on stderr.`,
 		Example: `  agentfs sync ./workspace
   agentfs sync --timeout 5m /mnt/ws`,
 		Args: cobra.ExactArgs(1),
@@ -31,7 +34,7 @@ While the store fails, the mount keeps retrying and sync keeps waiting (up to
 				ctx, cancel = contextWithTimeout(ctx, timeout)
 				defer cancel()
 			}
-			c, err := control.Find(ctx, args[0])
+			c, err := findMount(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -55,7 +58,7 @@ While the store fails, the mount keeps retrying and sync keeps waiting (up to
 				err = c.Sync(ctx)
 			}
 			if err != nil {
-				return fmt.Errorf("sync %s: %w", c.MountPoint(), err)
+				return syncError(c, err, timeout)
 			}
 			st, err := c.Status(ctx)
 			if err != nil {
@@ -66,8 +69,34 @@ While the store fails, the mount keeps retrying and sync keeps waiting (up to
 			return err
 		},
 	}
-	c.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (default: wait as long as it takes)")
+	c.Flags().Var(timeoutFlag{&timeout}, "timeout", "give up after this long (default 0: wait as long as it takes)")
 	return c
+}
+
+// syncError explains a sync of c's mount that failed with err: which
+// store it was waiting for, the last error the mount saw from it, and that
+// the changes stay in the mount's cache (asked of the mount anew: the
+// sync's own context may be over).
+func syncError(c *control.Client, err error, timeout time.Duration) error {
+	mnt := c.MountPoint()
+	what := err.Error()
+	if errors.Is(err, context.DeadlineExceeded) {
+		what = fmt.Sprintf("not done after --timeout %v", timeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, serr := c.Status(ctx)
+	if serr != nil {
+		return fmt.Errorf("sync %s: %s (and its status is unavailable: %w)", mnt, what, serr)
+	}
+	last := st.Volume.LastError
+	if last == "" {
+		last = "none yet"
+	}
+	return fmt.Errorf("sync %s: %s: waiting for the store %s (branch %s), whose last error was: %s. "+
+		"Nothing is lost: the changes stay in the mount's cache %s and the mount keeps retrying; "+
+		"`agentfs status %s` shows what waits, `agentfs sync %s` waits again",
+		mnt, what, st.Info.URL, st.Volume.Branch, last, st.Volume.CacheDir, mnt, mnt)
 }
 
 // statusLine is a one-line progress display on a terminal.

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -67,5 +69,68 @@ func TestUmountBusy(t *testing.T) {
 	if !fstest.WaitExit(m2.PID, 30*time.Second) {
 		t.Errorf("the server did not exit after the last user of the detached mount left")
 		_ = syscall.Kill(m2.PID, syscall.SIGKILL)
+	}
+}
+
+// TestUmountStale: umount of a mount whose server was killed detaches it
+// but fails, saying that nothing was uploaded and which command uploads
+// what its cache holds; that command (a mount with the same cache
+// directory) does: a fresh cache sees the fsynced file.
+func TestUmountStale(t *testing.T) {
+	m := fstest.Start(t, fstest.Options{Args: []string{"--checkpoint-interval=-1s"}})
+	f, err := os.Create(filepath.Join(m.Dir, "fsynced.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("only in the cache"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	m.Kill(t)
+	if !fstest.WaitDisconnected(m.Dir, 10*time.Second) {
+		t.Fatalf("a mount whose server was killed is not disconnected")
+	}
+	out, err := m.Agentfs("umount", m.Dir)
+	remount := "agentfs mount -d --cache-dir " + m.CacheDir + " " + m.URL + " " + m.Dir
+	if exitCode(err) != exitFailure || !strings.Contains(out, "nothing was uploaded") || !strings.Contains(out, remount) {
+		t.Fatalf("umount of a stale mount: %v, want exit 1 and %q\n%s", err, remount, out)
+	}
+	if on, _ := afs.IsMountPoint(m.Dir); on {
+		t.Fatalf("the stale mount is still there")
+	}
+	again := fstest.Start(t, fstest.Options{URL: m.URL, CacheDir: m.CacheDir, Dir: m.Dir})
+	again.Unmount(t)
+	fresh := fstest.Start(t, fstest.Options{URL: m.URL, ReadOnly: true, Dir: filepath.Join(t.TempDir(), "fresh")})
+	if b, err := os.ReadFile(filepath.Join(fresh.Dir, "fsynced.txt")); err != nil || string(b) != "only in the cache" {
+		t.Errorf("the fsynced file, from the store: %q, %v", b, err)
+	}
+}
+
+// TestUmountInsideMount: umount of a path inside a mount is refused,
+// naming the mount point, and leaves the mount alone.
+func TestUmountInsideMount(t *testing.T) {
+	m := fstest.Start(t, fstest.Options{})
+	sub := filepath.Join(m.Dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := m.Agentfs("umount", sub)
+	if exitCode(err) != exitFailure || !strings.Contains(out, "not its mount point") || !strings.Contains(out, "agentfs umount "+m.Dir) {
+		t.Errorf("umount of a directory inside the mount: %v\n%s", err, out)
+	}
+	if _, err := m.Agentfs("status", m.Dir); err != nil {
+		t.Errorf("the mount is gone after a refused umount: %v", err)
+	}
+	m.Kill(t)
+	fstest.WaitDisconnected(m.Dir, 10*time.Second)
+	out, err = m.Agentfs("umount", sub)
+	if exitCode(err) != exitFailure || !strings.Contains(out, "not its mount point") {
+		t.Errorf("umount of a directory inside a stale mount: %v\n%s", err, out)
+	}
+	if !afs.IsDisconnected(m.Dir) {
+		t.Errorf("a refused umount detached the stale mount")
 	}
 }

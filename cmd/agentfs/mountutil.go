@@ -8,7 +8,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentfs/agentfs/blobstore"
+	"github.com/agentfs/agentfs/fs/control"
 )
 
 // mountCacheRoot is where cache directories are made when --cache-dir is
@@ -50,6 +53,36 @@ func writeCacheInfo(dir, url, branch string) {
 	_ = os.WriteFile(filepath.Join(dir, "info.txt"), []byte(text), 0o600)
 }
 
+// readCacheInfo returns what writeCacheInfo noted in the cache directory
+// dir: the store (as blobstore.DisplayURL shows it) and the branch; "" for
+// what it cannot tell.
+func readCacheInfo(dir string) (store, branch string) {
+	b, err := os.ReadFile(filepath.Join(dir, "info.txt"))
+	if err != nil {
+		return "", ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "store:"); ok {
+			store = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(l, "branch:"); ok {
+			branch = strings.TrimSpace(v)
+		}
+	}
+	return store, branch
+}
+
+// findMount returns a client for the agentfs mount that holds path (its
+// mount point or a path inside it), as control.Find does, except that a
+// path that does not exist is said to be so (control.Find would call it
+// no agentfs mount).
+func findMount(ctx context.Context, path string) (*control.Client, error) {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: no such path: %w", path, err)
+	}
+	return control.Find(ctx, path)
+}
+
 // isTerminal reports whether f is a terminal.
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
@@ -80,8 +113,9 @@ func parseByteSize(s string) (int64, error) {
 	return int64(n * float64(mult)), nil
 }
 
-// byteSizeFlag is a pflag.Value for a byte count given as parseByteSize
-// reads it.
+// byteSizeFlag is a pflag.Value for a positive byte count given as
+// parseByteSize reads it; 0 is refused (the flag's default is what not
+// giving it means).
 type byteSizeFlag struct{ p *int64 }
 
 func (f byteSizeFlag) String() string {
@@ -96,11 +130,39 @@ func (f byteSizeFlag) Set(s string) error {
 	if err != nil {
 		return err
 	}
+	if n <= 0 {
+		return fmt.Errorf("size %q: must be more than 0 (leave the flag out for its default)", s)
+	}
 	*f.p = n
 	return nil
 }
 
 func (byteSizeFlag) Type() string { return "size" }
+
+// timeoutFlag is a pflag.Value for a time limit: a Go duration (90s, 10m,
+// 1h30m) that is not negative; 0 means no limit.
+type timeoutFlag struct{ p *time.Duration }
+
+func (f timeoutFlag) String() string {
+	if f.p == nil || *f.p == 0 {
+		return "0" // what pflag shows as no default
+	}
+	return f.p.String()
+}
+
+func (f timeoutFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (examples: 90s, 10m, 1h30m; 0 for no limit)", s)
+	}
+	if d < 0 {
+		return fmt.Errorf("duration %q is negative (0 means no limit)", s)
+	}
+	*f.p = d
+	return nil
+}
+
+func (timeoutFlag) Type() string { return "duration" }
 
 // humanBytes formats a byte count with a binary unit.
 func humanBytes(n int64) string {

@@ -47,7 +47,7 @@ func isStoreURL(arg string) bool { return strings.Contains(arg, "://") }
 // openTarget opens the volume arg names. The caller calls close.
 func openTarget(ctx context.Context, arg string) (*volTarget, error) {
 	if !isStoreURL(arg) {
-		c, err := control.Find(ctx, arg)
+		c, err := findMount(ctx, arg)
 		if errors.Is(err, control.ErrNotMount) {
 			return nil, fmt.Errorf("%q is neither a store URL (file:///path, s3://bucket/prefix, gs://bucket/prefix) nor inside an agentfs mount: %w", arg, err)
 		}

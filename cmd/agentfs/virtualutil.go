@@ -262,7 +262,7 @@ func workspacePaths(mnt string, args []string) ([]string, error) {
 // findWorkspace finds the mount args[0] names and resolves the PATHS that
 // follow it (see workspacePaths): the start of diff, commit and discard.
 func findWorkspace(ctx context.Context, args []string) (*control.Client, []string, error) {
-	cl, err := control.Find(ctx, args[0])
+	cl, err := findMount(ctx, args[0])
 	if err != nil {
 		return nil, nil, err
 	}
