@@ -108,6 +108,9 @@ confinement.`,
 				url = args[0]
 			}
 			f.branchSet = cmd.Flags().Changed("branch")
+			if f.checkpointInterval == 0 {
+				return usageErrorf(cmd, "--checkpoint-interval 0: give a positive interval, or a negative one to commit only on sync and unmount")
+			}
 			return runMount(cmd, url, mnt, f)
 		},
 	}

@@ -30,6 +30,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"sync", "--timeout", "-1s", dir}, "is negative"},
 		{[]string{"mount", "--cache-size", "0", mnt}, "must be more than 0"},
 		{[]string{"mount", "--cache-size", "lots", mnt}, "invalid size"},
+		{[]string{"mount", "--checkpoint-interval", "0", mnt}, "--checkpoint-interval 0"},
 		{[]string{"status"}, "accepts 1 arg(s), received 0"},
 		{[]string{"version", "extra"}, "unknown command"},
 		{[]string{"stauts", dir}, "did you mean status?"},
