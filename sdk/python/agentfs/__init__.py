@@ -19,14 +19,16 @@ from .errors import (
     ProtocolError, Timeout, TooLarge, Unauthorized, Unavailable,
 )
 from .types import (
-    Changes, ExecResult, FileInfo, GrepMatch, GrepResult, Health, JobInfo, JobOutput, NumberedRead,
+    Branch, DiffResult, HistoryChange, RestoreResult, Snapshot, VirtualChange, VirtualCommitResult,
+    VirtualDiffResult, VirtualDiscardResult, Changes, ExecResult, FileInfo, GrepMatch, GrepResult, Health, JobInfo, JobOutput, NumberedRead,
     OutputChunk, TokenInfo, WorkspaceInfo, WriteResult,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AgentFSError", "AsyncClient", "AsyncExecStream", "AsyncJob", "AsyncWorkspace", "Busy", "Canceled", "Changes",
+    "Branch", "DiffResult", "HistoryChange", "RestoreResult", "Snapshot", "VirtualChange", "VirtualCommitResult",
+    "VirtualDiffResult", "VirtualDiscardResult", "AgentFSError", "AsyncClient", "AsyncExecStream", "AsyncJob", "AsyncWorkspace", "Busy", "Canceled", "Changes",
     "Client", "Command", "Conflict", "ConnectionFailed", "DEFAULT_URL", "ExecResult", "ExecStream", "Exists",
     "Expired", "FileInfo", "Forbidden", "GrepMatch", "GrepResult", "Health", "Internal", "InvalidArgument",
     "IsADirectory", "Job", "JobInfo", "JobOutput", "NotADirectory", "NotEmpty", "NotFound", "NotUnique",

@@ -14,11 +14,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-from typing import Any, AsyncIterator, Callable, Generic, List, Literal, Mapping, Optional, TypeVar, Union, overload
+from typing import Any, AsyncIterator, Callable, Generic, List, Literal, Mapping, Optional, Sequence, TypeVar, Union, overload
 
 from .client import Client, Command, ExecStream, Job, Workspace
 from .types import (
-    AnyStr_, ExecResult, FileInfo, GrepResult, Health, JobInfo, JobOutput, NumberedRead, OutputChunk, TokenInfo,
+    AnyStr_, Branch, Changes, DiffResult, RestoreResult, Snapshot, VirtualCommitResult, VirtualDiffResult,
+    VirtualDiscardResult, ExecResult, FileInfo, GrepResult, Health, JobInfo, JobOutput, NumberedRead, OutputChunk, TokenInfo,
     WorkspaceInfo, WriteResult,
 )
 
@@ -165,8 +166,43 @@ class AsyncWorkspace:
     async def delete(self) -> None:
         await self._r.run(self.sync.delete)
 
-    async def fork(self, name: str, **kwargs: Any) -> "AsyncWorkspace":
-        return AsyncWorkspace(self.client, await self._r.run(self.sync.fork, name, **kwargs))
+    async def fork(self, name: str, *, snapshot: Optional[str] = None, **kwargs: Any) -> "AsyncWorkspace":
+        return AsyncWorkspace(self.client, await self._r.run(self.sync.fork, name, snapshot=snapshot, **kwargs))
+
+    async def save_snapshot(self, name: str, message: str = "") -> Snapshot:
+        return await self._r.run(self.sync.save_snapshot, name, message)
+
+    async def list_snapshots(self, unique: bool = False) -> List[Snapshot]:
+        return await self._r.run(self.sync.list_snapshots, unique)
+
+    async def delete_snapshot(self, name: str) -> None:
+        await self._r.run(self.sync.delete_snapshot, name)
+
+    async def restore(self, snapshot: str, message: str = "") -> RestoreResult:
+        return await self._r.run(self.sync.restore, snapshot, message)
+
+    async def diff(self, from_: str, to: str = "live", *, path: str = "", patch: bool = False) -> DiffResult:
+        return await self._r.run(self.sync.diff, from_, to, path=path, patch=patch)
+
+    async def branches(self) -> List[Branch]:
+        return await self._r.run(self.sync.branches)
+
+    async def virtual_diff(self, paths: Optional[Sequence[str]] = None, *, stat: bool = False,
+                           patch: bool = False) -> VirtualDiffResult:
+        return await self._r.run(self.sync.virtual_diff, paths, stat=stat, patch=patch)
+
+    async def virtual_commit(self, paths: Optional[Sequence[str]] = None, *, message: str = "",
+                             snapshot: str = "", force: bool = False) -> VirtualCommitResult:
+        return await self._r.run(self.sync.virtual_commit, paths, message=message, snapshot=snapshot, force=force)
+
+    async def virtual_discard(self, paths: Optional[Sequence[str]] = None) -> VirtualDiscardResult:
+        return await self._r.run(self.sync.virtual_discard, paths)
+
+    async def download_tar(self, path: str = "") -> bytes:
+        return await self._r.run(self.sync.download_tar, path)
+
+    async def upload_tar(self, data: Union[bytes, bytearray, memoryview], path: str = "") -> Optional[Changes]:
+        return await self._r.run(self.sync.upload_tar, data, path)
 
     @overload
     async def exec(self, command: Command, *, env: Optional[Mapping[str, str]] = ..., cwd: Optional[str] = ...,
@@ -177,6 +213,11 @@ class AsyncWorkspace:
     async def exec(self, command: Command, *, env: Optional[Mapping[str, str]] = ..., cwd: Optional[str] = ...,
                    stdin: Optional[Union[str, bytes]] = ..., timeout: Optional[float] = ...,
                    output_limit: Optional[int] = ..., binary: Literal[True]) -> ExecResult[bytes]: ...
+
+    @overload
+    async def exec(self, command: Command, *, env: Optional[Mapping[str, str]] = ..., cwd: Optional[str] = ...,
+                   stdin: Optional[Union[str, bytes]] = ..., timeout: Optional[float] = ...,
+                   output_limit: Optional[int] = ..., binary: bool = ...) -> ExecResult[Any]: ...
 
     async def exec(self, command: Command, *, env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
                    stdin: Optional[Union[str, bytes]] = None, timeout: Optional[float] = None,

@@ -11,8 +11,9 @@ from typing import Any, Dict, Generic, Iterator, List, Literal, Mapping, Optiona
 from ._http import StreamResponse, Transport, quote_path
 from .errors import NotFound, ProtocolError, error_from
 from .types import (
-    AnyStr_, ExecResult, FileInfo, GrepMatch, GrepResult, Health, JobInfo, JobOutput, NumberedRead,
-    OutputChunk, TokenInfo, WorkspaceInfo, WriteResult, decode_output,
+    AnyStr_, Branch, Changes, DiffResult, ExecResult, FileInfo, GrepMatch, GrepResult, Health, JobInfo, JobOutput,
+    NumberedRead, OutputChunk, RestoreResult, Snapshot, TokenInfo, VirtualChange, VirtualCommitResult,
+    VirtualDiffResult, VirtualDiscardResult, WorkspaceInfo, WriteResult, decode_output,
 )
 
 DEFAULT_URL = "http://127.0.0.1:7070"
@@ -338,9 +339,101 @@ class Workspace:
         """Deletes the workspace."""
         self.client.delete_workspace(self.name)
 
-    def fork(self, name: str, **kwargs: Any) -> "Workspace":
-        """Creates workspace ``name`` as a fork of this one's head."""
+    def fork(self, name: str, *, snapshot: Optional[str] = None, **kwargs: Any) -> "Workspace":
+        """Creates workspace ``name`` as a fork of this one's head, or of the volume's
+        snapshot ``snapshot`` (O(1): the data is shared). Needs the admin token; other
+        arguments as create_workspace."""
+        if snapshot:
+            return self.client.create_workspace(name, from_snapshot=snapshot, **kwargs)
         return self.client.fork(self.name, name, **kwargs)
+
+    # -- history --
+
+    def save_snapshot(self, name: str, message: str = "") -> Snapshot:
+        """Saves the workspace's state now as snapshot ``name`` of the volume (every
+        workspace can start from it: create_workspace(from_snapshot=name))."""
+        body: Dict[str, Any] = {"name": name}
+        if message:
+            body["message"] = message
+        return Snapshot.from_json(self._t.request("POST", self._path("/snapshots"), json_body=body,
+                                                  timeout=self._t.timeout + 60).json())
+
+    def list_snapshots(self, unique: bool = False) -> List[Snapshot]:
+        """The volume's snapshots (``unique`` also computes what removing each would free)."""
+        d = self._t.request("GET", self._path("/snapshots"), query={"unique": True} if unique else None,
+                            timeout=self._t.timeout + 60).json()
+        return [Snapshot.from_json(x) for x in d.get("snapshots") or []]
+
+    def delete_snapshot(self, name: str) -> None:
+        """Removes snapshot ``name``."""
+        self._t.request("DELETE", self._path("/snapshots/" + quote_path(name)))
+
+    def restore(self, snapshot: str, message: str = "") -> RestoreResult:
+        """Makes the workspace's live state snapshot ``snapshot`` at once; the state
+        before is kept as an automatic snapshot (``saved``)."""
+        body: Dict[str, Any] = {"message": message} if message else {}
+        d = self._t.request("POST", self._path("/snapshots/" + quote_path(snapshot) + "/restore"), json_body=body,
+                            timeout=self._t.timeout + 60).json()
+        return RestoreResult(commit=d.get("commit", ""), saved=d.get("saved", ""))
+
+    def diff(self, from_: str, to: str = "live", *, path: str = "", patch: bool = False) -> DiffResult:
+        """The changes from ``from_`` to ``to``: each a snapshot, a workspace (its head),
+        BRANCH@SEQ or "live" (this workspace now); ``path`` restricts them to a
+        directory; ``patch`` adds unified diffs of text files."""
+        body: Dict[str, Any] = {"from": from_, "to": to}
+        if path:
+            body["path"] = path
+        if patch:
+            body["patch"] = True
+        return DiffResult.from_json(self._t.request("POST", self._path("/diff"), json_body=body, idempotent=True,
+                                                    timeout=self._t.timeout + 60).json())
+
+    def branches(self) -> List[Branch]:
+        """The branches of the daemon's volume (one a workspace)."""
+        d = self._t.request("GET", self._path("/branches")).json()
+        return [Branch(name=b["name"], head=b.get("head", ""), writer=bool(b.get("writer", False)))
+                for b in d.get("branches") or []]
+
+    # -- virtual workspaces --
+
+    def virtual_diff(self, paths: Optional[Sequence[str]] = None, *, stat: bool = False,
+                     patch: bool = False) -> VirtualDiffResult:
+        """A virtual workspace's changes over its base (``paths`` limits them; ``stat``
+        adds line counts, ``patch`` unified diffs)."""
+        body: Dict[str, Any] = {}
+        if paths:
+            body["paths"] = list(paths)
+        if stat:
+            body["stat"] = True
+        if patch:
+            body["patch"] = True
+        d = self._t.request("POST", self._path("/virtual/diff"), json_body=body, idempotent=True,
+                            timeout=self._t.timeout + 60).json()
+        return VirtualDiffResult(base=d.get("base", ""), changes=VirtualChange.list(d.get("changes")))
+
+    def virtual_commit(self, paths: Optional[Sequence[str]] = None, *, message: str = "", snapshot: str = "",
+                       force: bool = False) -> VirtualCommitResult:
+        """Writes a virtual workspace's changes (all, or ``paths``) to its base; Conflict
+        where the base changed the same paths, unless ``force``."""
+        body: Dict[str, Any] = {}
+        if paths:
+            body["paths"] = list(paths)
+        if message:
+            body["message"] = message
+        if snapshot:
+            body["snapshot"] = snapshot
+        if force:
+            body["force"] = True
+        d = self._t.request("POST", self._path("/virtual/commit"), json_body=body, timeout=self._t.timeout + 60).json()
+        return VirtualCommitResult(commit=d.get("commit", ""), changes=VirtualChange.list(d.get("changes")),
+                                   pending=int(d.get("pending", 0)))
+
+    def virtual_discard(self, paths: Optional[Sequence[str]] = None) -> VirtualDiscardResult:
+        """Drops a virtual workspace's changes (all, or ``paths``)."""
+        body: Dict[str, Any] = {"paths": list(paths)} if paths else {}
+        d = self._t.request("POST", self._path("/virtual/discard"), json_body=body, idempotent=True,
+                            timeout=self._t.timeout + 60).json()
+        return VirtualDiscardResult(discarded=VirtualChange.list(d.get("discarded")), pending=int(d.get("pending", 0)))
 
     # -- commands --
 
@@ -353,6 +446,11 @@ class Workspace:
     def exec(self, command: Command, *, env: Optional[Mapping[str, str]] = ..., cwd: Optional[str] = ...,
              stdin: Optional[Union[str, bytes]] = ..., timeout: Optional[float] = ...,
              output_limit: Optional[int] = ..., binary: Literal[True]) -> ExecResult[bytes]: ...
+
+    @overload
+    def exec(self, command: Command, *, env: Optional[Mapping[str, str]] = ..., cwd: Optional[str] = ...,
+             stdin: Optional[Union[str, bytes]] = ..., timeout: Optional[float] = ...,
+             output_limit: Optional[int] = ..., binary: bool = ...) -> ExecResult[Any]: ...
 
     def exec(self, command: Command, *, env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
              stdin: Optional[Union[str, bytes]] = None, timeout: Optional[float] = None,
@@ -378,6 +476,11 @@ class Workspace:
                     stdin: Optional[Union[str, bytes]] = ..., timeout: Optional[float] = ...,
                     output_limit: Optional[int] = ..., binary: Literal[True]) -> ExecStream[bytes]: ...
 
+    @overload
+    def exec_stream(self, command: Command, *, env: Optional[Mapping[str, str]] = ..., cwd: Optional[str] = ...,
+                    stdin: Optional[Union[str, bytes]] = ..., timeout: Optional[float] = ...,
+                    output_limit: Optional[int] = ..., binary: bool = ...) -> ExecStream[Any]: ...
+
     def exec_stream(self, command: Command, *, env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
                     stdin: Optional[Union[str, bytes]] = None, timeout: Optional[float] = None,
                     output_limit: Optional[int] = None, binary: bool = False) -> ExecStream[Any]:
@@ -398,6 +501,11 @@ class Workspace:
     def start_job(self, command: Command, *, env: Optional[Mapping[str, str]] = ..., cwd: Optional[str] = ...,
                   stdin: Optional[Union[str, bytes]] = ..., timeout: Optional[float] = ...,
                   output_limit: Optional[int] = ..., binary: Literal[True]) -> Job[bytes]: ...
+
+    @overload
+    def start_job(self, command: Command, *, env: Optional[Mapping[str, str]] = ..., cwd: Optional[str] = ...,
+                  stdin: Optional[Union[str, bytes]] = ..., timeout: Optional[float] = ...,
+                  output_limit: Optional[int] = ..., binary: bool = ...) -> Job[Any]: ...
 
     def start_job(self, command: Command, *, env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
                   stdin: Optional[Union[str, bytes]] = None, timeout: Optional[float] = None,
@@ -507,4 +615,15 @@ class Workspace:
     def copy(self, src: str, dst: str) -> None:
         """Copies the regular file ``src`` to ``dst``."""
         self._t.request("POST", self._fs("copy"), json_body={"from": src, "to": dst}, idempotent=True)
+
+    def download_tar(self, path: str = "") -> bytes:
+        """Directory ``path`` ("" the root) as an uncompressed tar archive."""
+        return self._t.request("GET", self._path("/tar/" + quote_path(path)), timeout=24 * 3600.0).body
+
+    def upload_tar(self, data: Union[bytes, bytearray, memoryview], path: str = "") -> Optional[Changes]:
+        """Extracts the tar archive ``data`` into directory ``path`` (created with its
+        parents) and returns what it created and modified."""
+        d = self._t.request("PUT", self._path("/tar/" + quote_path(path)), body=data,
+                            headers={"Content-Type": "application/x-tar"}, timeout=24 * 3600.0).json()
+        return Changes.from_json(d)
 

@@ -262,3 +262,123 @@ class GrepResult:
 
     matches: List[GrepMatch]
     truncated: bool
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A snapshot: a name of the volume's state at ``commit`` (BRANCH@SEQ). ``unique_bytes``
+    (what removing it would free) is set only when listed with unique=True."""
+
+    name: str
+    commit: str
+    time: datetime
+    kind: str
+    message: str = ""
+    unique_bytes: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Snapshot":
+        ub = d.get("unique_bytes")
+        return cls(name=d["name"], commit=d.get("commit", ""), time=_time(d.get("time")), kind=d.get("kind", ""),
+                   message=d.get("message", ""), unique_bytes=None if ub is None else int(ub))
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    """A restore's new head ``commit`` and the automatic snapshot of the state before
+    (``saved``, "" when there was none)."""
+
+    commit: str
+    saved: str = ""
+
+
+@dataclass(frozen=True)
+class HistoryChange:
+    """One change between two states: ``op`` is "added", "modified" or "deleted"; ``what``
+    lists what a modification changed (content, type, mode, ...); ``patch`` a unified diff."""
+
+    op: str
+    path: str
+    type: str
+    old_size: int
+    new_size: int
+    what: str = ""
+    patch: str = ""
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    """The commits compared and the changes between them, sorted by path."""
+
+    from_: str
+    to: str
+    changes: List[HistoryChange]
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "DiffResult":
+        return cls(from_=d.get("from", ""), to=d.get("to", ""), changes=[
+            HistoryChange(op=c["op"], path=c["path"], type=c.get("type", ""), old_size=int(c.get("old_size", 0)),
+                          new_size=int(c.get("new_size", 0)), what=c.get("what", ""), patch=c.get("patch", ""))
+            for c in d.get("changes") or []])
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A branch of the daemon's volume; ``writer`` when a mount holds its writer lease."""
+
+    name: str
+    head: str
+    writer: bool
+
+
+@dataclass(frozen=True)
+class VirtualChange:
+    """A change of a virtual workspace over its base: ``op`` is "added", "modified",
+    "deleted" or "renamed" (``from_`` its source); line counts and ``patch`` with stat/patch."""
+
+    op: str
+    path: str
+    type: str
+    size: int
+    old_size: int
+    from_: str = ""
+    added: Optional[int] = None
+    deleted: Optional[int] = None
+    binary: bool = False
+    patch: str = ""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "VirtualChange":
+        return cls(op=d["op"], path=d["path"], type=d.get("type", ""), size=int(d.get("size", 0)),
+                   old_size=int(d.get("old_size", 0)), from_=d.get("from", ""), added=d.get("added"),
+                   deleted=d.get("deleted"), binary=bool(d.get("binary", False)), patch=d.get("patch", ""))
+
+    @staticmethod
+    def list(v: Any) -> "List[VirtualChange]":
+        return [VirtualChange.from_json(c) for c in v or []]
+
+
+@dataclass(frozen=True)
+class VirtualDiffResult:
+    """A virtual workspace's changes relative to ``base``."""
+
+    base: str
+    changes: List[VirtualChange]
+
+
+@dataclass(frozen=True)
+class VirtualCommitResult:
+    """What a commit wrote: the base branch's new ``commit`` (snapshot bases), the changes
+    committed and the count left ``pending``."""
+
+    commit: str
+    changes: List[VirtualChange]
+    pending: int
+
+
+@dataclass(frozen=True)
+class VirtualDiscardResult:
+    """The changes discarded and the count left ``pending``."""
+
+    discarded: List[VirtualChange]
+    pending: int
