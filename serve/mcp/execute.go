@@ -307,7 +307,7 @@ func backgroundKill(ctx context.Context, c *call, in BackgroundKillInput) (Backg
 	return jobOutput(ctx, j, 0)
 }
 
-func addExecTools(s *sdk.Server, ws Workspace) {
+func addExecTools(s *sdk.Server, ws source) {
 	addTool(s, ws, executeTool, execute)
 	addTool(s, ws, backgroundStartTool, backgroundStart)
 	addTool(s, ws, backgroundListTool, backgroundList)

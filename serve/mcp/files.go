@@ -340,7 +340,7 @@ func grep(ctx context.Context, c *call, in GrepInput) (GrepOutput, error) {
 	return out, nil
 }
 
-func addFileTools(s *sdk.Server, ws Workspace) {
+func addFileTools(s *sdk.Server, ws source) {
 	addTool(s, ws, readFileTool, readFile)
 	addTool(s, ws, writeFileTool, writeFile)
 	addTool(s, ws, editFileTool, editFile)

@@ -335,7 +335,7 @@ func discard(ctx context.Context, c *call, in DiscardInput) (DiscardOutput, erro
 	return DiscardOutput{Discarded: changesOf(rep.Discarded), Pending: rep.Pending}, nil
 }
 
-func addHistoryTools(s *sdk.Server, ws Workspace) {
+func addHistoryTools(s *sdk.Server, ws source) {
 	addTool(s, ws, snapshotSaveTool, snapshotSave)
 	addTool(s, ws, snapshotListTool, snapshotList)
 	addTool(s, ws, snapshotRestoreTool, snapshotRestore)

@@ -22,15 +22,17 @@ type workspaceKey struct{}
 // the workspace resolve picks for each request. The handler is stateless:
 // every POST is authenticated and resolved on its own, with no session to
 // steal or to lose when the daemon restarts (GET and DELETE, which only
-// sessions use, answer 405). Answers are JSON, not event streams.
+// sessions use, answer 405). Answers are JSON, not event streams. One MCP
+// server serves every request; the tools find the request's workspace in
+// their context, which the SDK derives from the request's.
 func NewHandler(resolve Resolver, opts Options) http.Handler {
-	h := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
-		ws, _ := r.Context().Value(workspaceKey{}).(Workspace)
-		if ws == nil {
-			return nil
-		}
-		return NewServer(ws, opts)
-	}, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: opts.Logger})
+	s := newServer(func(ctx context.Context) Workspace {
+		ws, _ := ctx.Value(workspaceKey{}).(Workspace)
+		return ws
+	}, opts)
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s },
+		&sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: opts.Logger,
+			PropagateRequestCancellation: true})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := resolve(r)
 		if err != nil {

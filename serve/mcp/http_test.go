@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentfs/agentfs/exec"
 	"github.com/agentfs/agentfs/fs/fstest"
 	"github.com/agentfs/agentfs/internal/testenv"
 	"github.com/agentfs/agentfs/serve/apierr"
@@ -184,4 +186,39 @@ func TestHTTP(t *testing.T) {
 		}
 		mcptest.Fails(t, d.connect(t, "tok-v"), "not_found", "list_directory", nil)
 	})
+}
+
+// BenchmarkHTTPReadFile: one read_file of a 4 KiB file as a JSON-RPC POST
+// on loopback, on a plain directory: the cost of the MCP endpoint itself
+// (JSON-RPC, schema validation, the tool, the JSON answer).
+func BenchmarkHTTPReadFile(b *testing.B) {
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte(strings.Repeat("0123456789abcdef\n", 241)), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	be, err := exec.NewLocal(dir, exec.Options{ChangeTracker: exec.NoChanges{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = be.Close() }()
+	srv := httptest.NewServer(mcp.NewHandler(func(*http.Request) (mcp.Workspace, error) {
+		return mcp.Fixed{Backend: be}, nil
+	}, mcp.Options{}))
+	defer srv.Close()
+	const call = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"f"}}}`
+	for b.Loop() {
+		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(call))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != 200 || n < 4096 {
+			b.Fatalf("status %d, %d bytes", resp.StatusCode, n)
+		}
+	}
 }

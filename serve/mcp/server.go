@@ -27,14 +27,20 @@ All paths are relative to the workspace root ("src/main.go", "" or "." for the r
 Read a file before editing it; edit_file replaces an exact string. Commands run with their working directory in the workspace (sh -c); what they write is durable when execute returns.
 A failed call returns an error whose text starts with a code: not_found, exists, path_escape, not_a_directory, is_a_directory, not_empty, not_unique, invalid_argument, timeout, policy_refused, conflict, busy, forbidden, too_large, unavailable or internal.`
 
-// schemas caches the tools' schemas across servers: the daemon builds a
-// server per request.
+// schemas caches the tools' schemas across servers.
 var schemas = sdk.NewSchemaCache()
 
 // NewServer returns an MCP server whose tools act on ws. The server is safe
-// for concurrent use; serve it with Run over a transport (stdio), or give it
-// to an HTTP handler (see NewHandler).
+// for concurrent use; serve it with Run over a transport (stdio).
 func NewServer(ws Workspace, opts Options) *sdk.Server {
+	return newServer(func(context.Context) Workspace { return ws }, opts)
+}
+
+// source yields the workspace of a tool call from the call's context; nil
+// when there is none.
+type source func(ctx context.Context) Workspace
+
+func newServer(ws source, opts Options) *sdk.Server {
 	v := opts.Version
 	if v == "" {
 		v = "dev"
@@ -116,14 +122,18 @@ type pathArg interface{ errPath() string }
 
 // addTool registers a tool: it pins the workspace for the call, runs h,
 // and renders its error or its output.
-func addTool[In, Out any](s *sdk.Server, ws Workspace, t *sdk.Tool, h handler[In, Out]) {
+func addTool[In, Out any](s *sdk.Server, ws source, t *sdk.Tool, h handler[In, Out]) {
 	sdk.AddTool(s, t, func(ctx context.Context, _ *sdk.CallToolRequest, in In) (*sdk.CallToolResult, Out, error) {
 		var zero Out
 		path := ""
 		if p, ok := any(in).(pathArg); ok {
 			path = p.errPath()
 		}
-		tgt, release, err := ws.Acquire(ctx)
+		w := ws(ctx)
+		if w == nil {
+			return nil, zero, apierr.New(apierr.Internal, "no workspace for this request")
+		}
+		tgt, release, err := w.Acquire(ctx)
 		if err != nil {
 			return nil, zero, toolError(err, path)
 		}
