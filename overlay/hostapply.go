@@ -2,11 +2,12 @@ package overlay
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -33,12 +34,13 @@ const stagePrefix = ".agentfs-commit-"
 // every path is either old or new, never partly written.
 func (w *Workspace) applyToHost(ctx context.Context, changes []Change) (err error) {
 	depth := func(p string) int { return strings.Count(p, "/") }
-	stage, err := os.MkdirTemp(w.host.Root(), stagePrefix+"*")
+	h := w.host
+	stage, err := h.mkdirTemp(stagePrefix)
 	if err != nil {
-		return fmt.Errorf("commit: stage in %s: %w", w.host.Root(), err)
+		return fmt.Errorf("commit: stage in %s: %w", h.Root(), err)
 	}
 	defer func() {
-		if rerr := os.RemoveAll(stage); rerr != nil && err == nil {
+		if rerr := h.removeAll(stage); rerr != nil && err == nil {
 			err = rerr
 		}
 	}()
@@ -69,7 +71,7 @@ func (w *Workspace) applyToHost(ctx context.Context, changes []Change) (err erro
 		if c.Op == Renamed && !c.Edited {
 			continue // moved whole below
 		}
-		tmp := filepath.Join(stage, fmt.Sprint(i))
+		tmp := stage + "/" + fmt.Sprint(i)
 		if err := w.stageFile(ctx, tmp, a); err != nil {
 			return fmt.Errorf("commit %s: %w", c, err)
 		}
@@ -88,13 +90,13 @@ func (w *Workspace) applyToHost(ctx context.Context, changes []Change) (err erro
 	moved := map[string]string{}
 	for i, c := range out {
 		if c.Op == Deleted {
-			if err := os.RemoveAll(w.hostPath(c.basePath())); err != nil {
+			if err := h.removeAll(c.basePath()); err != nil {
 				return fmt.Errorf("commit %s: %w", c, err)
 			}
 			continue
 		}
-		tmp := filepath.Join(stage, fmt.Sprintf("r%d", i))
-		if err := os.Rename(w.hostPath(c.From), tmp); err != nil {
+		tmp := stage + "/" + fmt.Sprintf("r%d", i)
+		if err := h.rename(c.From, tmp); err != nil {
 			return fmt.Errorf("commit %s: %w", c, err)
 		}
 		moved[c.Path] = tmp
@@ -108,17 +110,17 @@ func (w *Workspace) applyToHost(ctx context.Context, changes []Change) (err erro
 	sort.SliceStable(place, func(i, j int) bool { return depth(place[i].Path) < depth(place[j].Path) })
 	renamed := map[string]bool{}
 	for _, c := range place {
-		dst := w.hostPath(c.Path)
+		dst := c.Path
 		if tmp, ok := moved[c.Path]; ok && !renamed[c.Path] {
 			renamed[c.Path] = true
-			if fi, err := os.Lstat(dst); err == nil && (fi.IsDir() || c.Type == snapshot.TypeDir) {
+			if t, err := h.lstatType(dst); err == nil && (t == snapshot.TypeDir || c.Type == snapshot.TypeDir) {
 				// What the rename replaced in the workspace goes whole (a
 				// file is simply renamed over).
-				if err := os.RemoveAll(dst); err != nil {
+				if err := h.removeAll(dst); err != nil {
 					return fmt.Errorf("commit %s: %w", c, err)
 				}
 			}
-			if err := os.Rename(tmp, dst); err != nil {
+			if err := h.rename(tmp, dst); err != nil {
 				return fmt.Errorf("commit %s: %w", c, err)
 			}
 			if c.Type != snapshot.TypeDir {
@@ -135,12 +137,12 @@ func (w *Workspace) applyToHost(ctx context.Context, changes []Change) (err erro
 		if a.Type != snapshot.TypeDir {
 			continue
 		}
-		if fi, err := os.Lstat(dst); err == nil && !fi.IsDir() {
-			if err := os.Remove(dst); err != nil {
+		if t, err := h.lstatType(dst); err == nil && t != snapshot.TypeDir {
+			if err := h.removeAll(dst); err != nil {
 				return err
 			}
 		}
-		if err := os.Mkdir(dst, os.FileMode(a.Mode&0o777)); err != nil && !errors.Is(err, os.ErrExist) {
+		if err := h.mkdir(dst, a.Mode&0o777); err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("commit %s: %w", c, err)
 		}
 		if err := w.setAttrs(ctx, dst, a, false); err != nil {
@@ -148,13 +150,13 @@ func (w *Workspace) applyToHost(ctx context.Context, changes []Change) (err erro
 		}
 	}
 	for _, f := range files {
-		dst := w.hostPath(f.path)
-		if fi, err := os.Lstat(dst); err == nil && fi.IsDir() {
-			if err := os.RemoveAll(dst); err != nil {
+		dst := f.path
+		if t, err := h.lstatType(dst); err == nil && t == snapshot.TypeDir {
+			if err := h.removeAll(dst); err != nil {
 				return err
 			}
 		}
-		if err := os.Rename(f.tmp, dst); err != nil {
+		if err := h.rename(f.tmp, dst); err != nil {
 			return fmt.Errorf("commit %s: %w", f.path, err)
 		}
 	}
@@ -163,7 +165,7 @@ func (w *Workspace) applyToHost(ctx context.Context, changes []Change) (err erro
 		if err != nil {
 			return err
 		}
-		if err := setTimes(w.hostPath(dirs[i].Path), a); err != nil {
+		if err := h.setTimes(dirs[i].Path, a); err != nil {
 			return fmt.Errorf("commit %s: %w", dirs[i].Path, err)
 		}
 	}
@@ -255,9 +257,10 @@ func (w *Workspace) changedBelow(ctx context.Context, p string, limit int64) (bo
 
 // stageFile writes the live non-directory a to tmp, with its attributes.
 func (w *Workspace) stageFile(ctx context.Context, tmp string, a cache.Attr) error {
+	h := w.host
 	switch a.Type {
 	case snapshot.TypeFile:
-		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		f, err := h.create(tmp)
 		if err != nil {
 			return err
 		}
@@ -277,12 +280,12 @@ func (w *Workspace) stageFile(ctx context.Context, tmp string, a cache.Attr) err
 		if err != nil {
 			return err
 		}
-		if err := os.Symlink(target, tmp); err != nil {
+		if err := h.symlink(target, tmp); err != nil {
 			return err
 		}
 		return w.setAttrs(ctx, tmp, a, true)
 	default:
-		if err := unix.Mknod(tmp, cache.TypeMode(a.Type)|a.Mode&0o777, int(a.Rdev)); err != nil {
+		if err := h.mknod(tmp, cache.TypeMode(a.Type)|a.Mode&0o777, int(a.Rdev)); err != nil {
 			return err
 		}
 		return w.setAttrs(ctx, tmp, a, false)
@@ -313,17 +316,23 @@ func (w *Workspace) copyLive(ctx context.Context, a cache.Attr, f *os.File) erro
 	return nil
 }
 
-// setAttrs gives p the owner (when this process may), mode, xattrs and
-// times of live inode a.
+// setAttrs gives p (a path of the host directory) the owner (when this
+// process may), mode, xattrs and times of live inode a.
 func (w *Workspace) setAttrs(ctx context.Context, p string, a cache.Attr, symlink bool) error {
+	h := w.host
+	e, err := h.entry(p)
+	if err != nil {
+		return err
+	}
+	defer e.close()
 	if os.Geteuid() == 0 {
-		if err := os.Lchown(p, int(a.Uid), int(a.Gid)); err != nil {
-			return err
+		if err := unix.Fchownat(e.dir, e.name, int(a.Uid), int(a.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return h.pathErr("chown", p, err)
 		}
 	}
 	if !symlink {
-		if err := os.Chmod(p, os.FileMode(a.Mode&0o777)|modeBits(a.Mode)); err != nil {
-			return err
+		if err := e.chmod(os.FileMode(a.Mode&0o777) | modeBits(a.Mode)); err != nil {
+			return h.pathErr("chmod", p, err)
 		}
 		names, err := w.vol.ListXattr(ctx, a.Ino)
 		if err != nil {
@@ -334,7 +343,7 @@ func (w *Workspace) setAttrs(ctx context.Context, p string, a cache.Attr, symlin
 			if err != nil {
 				return err
 			}
-			if err := unix.Lsetxattr(p, n, val, 0); err != nil && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOTSUP) {
+			if err := unix.Lsetxattr(e.procPath(), n, val, 0); err != nil && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOTSUP) {
 				return fmt.Errorf("xattr %s: %w", n, err)
 			}
 		}
@@ -342,12 +351,7 @@ func (w *Workspace) setAttrs(ctx context.Context, p string, a cache.Attr, symlin
 	if a.Type == snapshot.TypeDir {
 		return nil // after its contents (applyToHost)
 	}
-	return setTimes(p, a)
-}
-
-func setTimes(p string, a cache.Attr) error {
-	ts := []unix.Timespec{unix.NsecToTimespec(a.Atime), unix.NsecToTimespec(a.Mtime)}
-	return unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW)
+	return e.setTimes(a)
 }
 
 // modeBits converts setuid, setgid and sticky bits to os.FileMode.
@@ -363,4 +367,188 @@ func modeBits(m uint32) os.FileMode {
 		out |= os.ModeSticky
 	}
 	return out
+}
+
+// Writing to the host directory. Every path is reached through its parent
+// directory, opened beneath the root without following any symlink
+// (openBeneath: openat2 with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS), and
+// changed with the *at system calls relative to that descriptor: a symlink
+// in the host tree, even one planted while a commit runs, makes the
+// operation fail; it never leads it outside the directory.
+
+// hostEntry is a path of the host directory opened for a change: its
+// parent directory and its last element.
+type hostEntry struct {
+	dir  int // the parent directory, opened O_PATH
+	name string
+}
+
+// entry opens the parent of path (relative, not the root itself).
+func (h *HostDir) entry(path string) (hostEntry, error) {
+	dir, name := split(path)
+	if name == "" || name == "." || name == ".." {
+		return hostEntry{}, fmt.Errorf("%q in host directory %s: %w", path, h.root, cache.ErrInvalid)
+	}
+	fd, err := h.openBeneath(dir, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return hostEntry{}, err
+	}
+	return hostEntry{dir: fd, name: name}, nil
+}
+
+func (e hostEntry) close() { _ = unix.Close(e.dir) }
+
+// procPath names the entry for the system calls without an *at form: the
+// kernel reaches the parent by its descriptor, then looks the name up in it
+// (and the l- forms do not follow it if it is a symlink).
+func (e hostEntry) procPath() string { return fmt.Sprintf("/proc/self/fd/%d/%s", e.dir, e.name) }
+
+// chmod sets the mode of the entry, which must not be a symlink: it is
+// opened O_PATH without following, checked, and changed through its
+// descriptor, as the C library does for fchmodat(AT_SYMLINK_NOFOLLOW).
+func (e hostEntry) chmod(mode os.FileMode) error {
+	fd, err := unix.Openat(e.dir, e.name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = unix.Close(fd) }()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return unix.ELOOP
+	}
+	return os.Chmod(fmt.Sprintf("/proc/self/fd/%d", fd), mode)
+}
+
+// setTimes gives the entry (not following a symlink) the times of a.
+func (e hostEntry) setTimes(a cache.Attr) error {
+	ts := []unix.Timespec{unix.NsecToTimespec(a.Atime), unix.NsecToTimespec(a.Mtime)}
+	return unix.UtimesNanoAt(e.dir, e.name, ts, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// at opens path's entry and runs op on it, wrapping op's error with what
+// failed where.
+func (h *HostDir) at(what, path string, op func(e hostEntry) error) error {
+	e, err := h.entry(path)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	if err := op(e); err != nil {
+		return h.pathErr(what, path, err)
+	}
+	return nil
+}
+
+func (h *HostDir) pathErr(what, path string, err error) error {
+	return fmt.Errorf("%s %s in host directory %s: %w", what, path, h.root, err)
+}
+
+// mkdirTemp makes a new directory (0700) named prefix and a random suffix
+// in the root, and returns its name.
+func (h *HostDir) mkdirTemp(prefix string) (string, error) {
+	for range 100 {
+		var rnd [6]byte
+		if _, err := rand.Read(rnd[:]); err != nil {
+			return "", err
+		}
+		name := prefix + hex.EncodeToString(rnd[:])
+		err := unix.Mkdirat(h.fd, name, 0o700)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err != nil {
+			return "", h.pathErr("mkdir", name, err)
+		}
+		return name, nil
+	}
+	return "", h.pathErr("mkdir", prefix+"*", unix.EEXIST)
+}
+
+// removeAll removes path and everything below it, as os.RemoveAll does (a
+// missing path is not an error), through an os.Root of its parent, which
+// removes a symlink rather than follow it.
+func (h *HostDir) removeAll(path string) error {
+	e, err := h.entry(path)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	r, err := os.OpenRoot(fmt.Sprintf("/proc/self/fd/%d", e.dir))
+	if err != nil {
+		return h.pathErr("remove", path, err)
+	}
+	defer func() { _ = r.Close() }()
+	if err := r.RemoveAll(e.name); err != nil {
+		return h.pathErr("remove", path, err)
+	}
+	return nil
+}
+
+// rename renames from to to (both paths of the host directory).
+func (h *HostDir) rename(from, to string) error {
+	return h.at("rename "+from+" to", to, func(t hostEntry) error {
+		f, err := h.entry(from)
+		if err != nil {
+			return err
+		}
+		defer f.close()
+		return unix.Renameat(f.dir, f.name, t.dir, t.name)
+	})
+}
+
+// lstatType returns the type of path, not following a symlink.
+func (h *HostDir) lstatType(path string) (snapshot.EntryType, error) {
+	var t snapshot.EntryType
+	err := h.at("stat", path, func(e hostEntry) error {
+		var st unix.Stat_t
+		if err := unix.Fstatat(e.dir, e.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+		var ok bool
+		if t, ok = cache.TypeOfMode(st.Mode); !ok {
+			return fmt.Errorf("unknown file type %o: %w", st.Mode, cache.ErrInvalid)
+		}
+		return nil
+	})
+	return t, err
+}
+
+// mkdir makes the directory path with permissions perm.
+func (h *HostDir) mkdir(path string, perm uint32) error {
+	return h.at("mkdir", path, func(e hostEntry) error { return unix.Mkdirat(e.dir, e.name, perm) })
+}
+
+// create makes the new regular file path (0600) and opens it for writing.
+func (h *HostDir) create(path string) (*os.File, error) {
+	var f *os.File
+	err := h.at("create", path, func(e hostEntry) error {
+		fd, err := unix.Openat(e.dir, e.name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return err
+		}
+		f = os.NewFile(uintptr(fd), h.root+"/"+path)
+		return nil
+	})
+	return f, err
+}
+
+// symlink makes path a new symlink to target.
+func (h *HostDir) symlink(target, path string) error {
+	return h.at("symlink", path, func(e hostEntry) error { return unix.Symlinkat(target, e.dir, e.name) })
+}
+
+// mknod makes the special file path.
+func (h *HostDir) mknod(path string, mode uint32, dev int) error {
+	return h.at("mknod", path, func(e hostEntry) error { return unix.Mknodat(e.dir, e.name, mode, dev) })
+}
+
+// setTimes gives path (not following a symlink) the times of a.
+func (h *HostDir) setTimes(path string, a cache.Attr) error {
+	return h.at("set times of", path, func(e hostEntry) error { return e.setTimes(a) })
 }

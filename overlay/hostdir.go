@@ -279,14 +279,31 @@ func (h *HostDir) xattrs(dirfd int, name string) []snapshot.Xattr {
 }
 
 // Open opens the regular file at path for reading (without updating its
-// access time when the process may).
+// access time when the process may). Whatever is at path now must still be
+// a regular file: one replaced by a FIFO or a device since it was listed
+// gives an error wrapping cache.ErrInvalid, without blocking (the open is
+// non-blocking until the type is checked).
 func (h *HostDir) Open(ctx context.Context, path string) (cache.LowerFile, error) {
-	fd, err := h.openBeneath(path, unix.O_RDONLY|unix.O_NOATIME)
+	const flags = unix.O_RDONLY | unix.O_NONBLOCK
+	fd, err := h.openBeneath(path, flags|unix.O_NOATIME)
 	if errors.Is(err, unix.EPERM) {
-		fd, err = h.openBeneath(path, unix.O_RDONLY)
+		fd, err = h.openBeneath(path, flags)
 	}
 	if err != nil {
 		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		_ = unix.Close(fd)
+		return nil, h.mapErr(path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("%s in host directory %s: %w: no longer a regular file (mode %o)", path, h.root, cache.ErrInvalid, st.Mode)
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		_ = unix.Close(fd)
+		return nil, h.mapErr(path, err)
 	}
 	return os.NewFile(uintptr(fd), filepath.Join(h.root, path)), nil
 }

@@ -1056,6 +1056,3 @@ func lookupPath(ctx context.Context, v *cache.Volume, path string) (cache.Attr, 
 	}
 	return a, nil
 }
-
-// hostPath is path inside the host directory.
-func (w *Workspace) hostPath(path string) string { return w.host.Root() + "/" + path }
