@@ -53,6 +53,9 @@ func newEnv(t testing.TB) *env {
 	bin := fstest.Binary(t)
 	base := t.TempDir()
 	t.Setenv("XDG_DATA_HOME", filepath.Join(base, "data"))
+	// A race-enabled mount server sleeps a second at exit by default (to
+	// catch races at exit); each unmount would wait for it.
+	t.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	e := &env{t: t, bin: bin, stateDir: filepath.Join(base, "state"), clock: newClock()}
 	t.Cleanup(e.cleanupMounts)
 	return e
@@ -85,8 +88,16 @@ func (e *env) mountPoints() []string {
 }
 
 // cleanupMounts makes sure nothing stays mounted and no server runs,
-// whatever the test did.
+// whatever the test did, and fails the test for a mount server that
+// reported a data race or panicked (in the logs of the workspaces left).
 func (e *env) cleanupMounts() {
+	logs, _ := filepath.Glob(filepath.Join(e.stateDir, "workspaces", "*", "cache", "mount.log"))
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		if strings.Contains(string(b), "WARNING: DATA RACE") || strings.Contains(string(b), "panic:") {
+			e.t.Errorf("mount server log %s:\n%s", l, b)
+		}
+	}
 	for _, mnt := range e.mountPoints() {
 		if c, err := control.Find(context.Background(), mnt); err == nil {
 			info, _ := c.Info(context.Background())
