@@ -56,6 +56,25 @@ def test_async_surface(daemon: Daemon) -> None:
                 with pytest.raises(agentfs.Timeout):
                     await j2.wait(0.2)
                 assert not (await j2.kill()).running
+                snap = unique("asnap")
+                assert (await ws.save_snapshot(snap, "m")).name == snap
+                assert snap in [x.name for x in await ws.list_snapshots()]
+                await ws.write("a/b.txt", "changed\n")
+                assert [ch.path for ch in (await ws.diff(snap)).changes] == ["a/b.txt"]
+                assert (await ws.restore(snap)).commit
+                assert await ws.read_text("a/b.txt") == "hello\nthere\n"
+                assert ws.name in [b.name for b in await ws.branches()]
+                tar = await ws.download_tar("a")
+                assert (await ws.upload_tar(tar, "a2")) is not None
+                assert await ws.read_text("a2/b.txt") == "hello\nthere\n"
+                v = await c.create_workspace(unique("avirt"), virtual_base="snapshot:" + snap)
+                await v.write("v.txt", "v")
+                assert [ch.path for ch in (await v.virtual_diff()).changes] == ["v.txt"]
+                assert (await v.virtual_discard()).pending == 0
+                await v.write("w.txt", "w")
+                assert (await v.virtual_commit(snapshot=unique("avc"))).pending == 0
+                await v.delete()
+                await ws.delete_snapshot(snap)
                 f = await ws.fork(unique("afork"))
                 assert await f.read_text("a/b.txt") == "hello\nthere\n"
                 await f.delete()
