@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentfs/agentfs/blobstore"
 	"github.com/agentfs/agentfs/overlay"
 	"github.com/agentfs/agentfs/snapshot"
 )
@@ -73,7 +74,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	}
 	now := m.now().UTC()
 	rec := record{
-		Name: req.Name, Branch: branch, State: stateCreating, Created: now, LastUsed: now,
+		Name: req.Name, Branch: branch, Store: blobstore.DisplayURL(m.url), State: stateCreating, Created: now, LastUsed: now,
 		DeleteOnExpiry: req.DeleteOnExpiry, Virtual: req.Virtual, Base: req.Base, From: req.From, Metadata: req.Metadata,
 	}
 	if req.Lifetime > 0 {

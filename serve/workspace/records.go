@@ -23,8 +23,11 @@ const (
 // Close), not on every use: after a kill -9 the last use before it may be
 // older than true, which only delays an idle unmount.
 type record struct {
-	Name           string            `json:"name"`
-	Branch         string            `json:"branch"`
+	Name   string `json:"name"`
+	Branch string `json:"branch"`
+	// Store is the store URL (without credentials) whose volume holds the
+	// branch: a daemon started on another store refuses the state dir.
+	Store          string            `json:"store"`
 	State          string            `json:"state"`
 	Created        time.Time         `json:"created"`
 	LastUsed       time.Time         `json:"last_used"`

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/agentfs/agentfs/blobstore"
 	"github.com/agentfs/agentfs/fs/control"
 	"github.com/agentfs/agentfs/internal/mountproc"
 	"github.com/agentfs/agentfs/snapshot"
@@ -33,6 +34,13 @@ func (m *Manager) recover(ctx context.Context) error {
 		// Whatever it is, nothing may stay mounted on its mount point.
 		if _, err := m.recoverMount(ctx, name); err != nil {
 			m.log.Warn("clean up its mount", "dir", m.wsDir(name), "err", err)
+		}
+	}
+	store := blobstore.DisplayURL(m.url)
+	for _, r := range recs {
+		if r.Store != store {
+			return fmt.Errorf("state dir %s holds the workspaces of store %s, not %s: pass --store %s, or another --state-dir: %w",
+				m.stateDir, r.Store, store, r.Store, ErrInvalidArgument)
 		}
 	}
 	for _, r := range recs {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentfs/agentfs/exec"
+	"github.com/agentfs/agentfs/fs/fstest"
 	"github.com/agentfs/agentfs/serve/workspace"
 )
 
@@ -96,11 +97,31 @@ func TestCreateAcquireClose(t *testing.T) {
 	}
 }
 
-// TestStateDirLocked: a second manager on the same state directory fails.
-func TestStateDirLocked(t *testing.T) {
+// TestStateDirChecks: a second manager on the same state directory
+// fails, and so does a manager of another store on a state directory
+// that holds workspaces.
+func TestStateDirChecks(t *testing.T) {
 	e := newEnv(t)
-	e.open(e.config())
-	if _, err := workspace.Open(context.Background(), e.config()); err == nil {
+	ctx := context.Background()
+	m := e.open(e.config())
+	if _, err := workspace.Open(ctx, e.config()); err == nil {
 		t.Fatal("a second Open of the same state dir succeeded")
 	}
+	create(t, m, workspace.CreateRequest{Name: "w"})
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other := "file://" + filepath.Join(t.TempDir(), "other")
+	if out, err := fstest.Run(e.bin, nil, "init", other); err != nil {
+		t.Fatalf("agentfs init: %v\n%s", err, out)
+	}
+	cfg := e.config()
+	cfg.StoreURL = other
+	if m2, err := workspace.Open(ctx, cfg); !errors.Is(err, workspace.ErrInvalidArgument) {
+		if err == nil {
+			_ = m2.Close(ctx)
+		}
+		t.Fatalf("Open of another store's state dir: %v", err)
+	}
+	e.open(e.config()) // the lock was released
 }
