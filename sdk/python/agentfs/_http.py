@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import select
 import socket
 import ssl
 import threading
@@ -137,14 +138,26 @@ class Transport:
         return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
 
     def _get_conn(self, timeout: Optional[float]) -> "tuple[http.client.HTTPConnection, bool]":
-        with self._lock:
-            if self._idle:
+        while True:
+            with self._lock:
+                if not self._idle:
+                    break
                 conn = self._idle.pop()
-                conn.timeout = timeout
-                if conn.sock is not None:
-                    conn.sock.settimeout(timeout)
-                return conn, True
+            if conn.sock is None or _dropped(conn.sock):
+                # The server closed it while it was idle (its idle timeout,
+                # a restart): never send on it.
+                conn.close()
+                continue
+            conn.timeout = timeout
+            conn.sock.settimeout(timeout)
+            return conn, True
         return self._new_conn(timeout), False
+
+    def _drop_idle(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for c in idle:
+            c.close()
 
     def _put_conn(self, conn: http.client.HTTPConnection) -> None:
         with self._lock:
@@ -190,6 +203,9 @@ class Transport:
                 raise error_from("timeout", f"{method} {self.base}{target}: no answer within {timeout} s", status=0) from e
             except _RETRYABLE as e:
                 conn.close()
+                if reused:
+                    # The others were opened to the same server: likely as dead.
+                    self._drop_idle()
                 # A reused connection may have been closed by the server while
                 # idle: the request did not reach it, try once more on a new one.
                 refused = isinstance(e, ConnectionRefusedError)
@@ -255,6 +271,15 @@ class Transport:
             conn.close()
             raise _error(Response(resp.status, dict(resp.getheaders()), payload), method, self.base + target)
         return StreamResponse(self, conn, resp)
+
+
+def _dropped(sock: socket.socket) -> bool:
+    """Whether an idle keep-alive socket was closed by the server (readable at EOF, or in error)."""
+    try:
+        r, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(r)
 
 
 def _qv(v: Any) -> str:

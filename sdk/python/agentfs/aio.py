@@ -82,8 +82,8 @@ class AsyncClient:
     async def create_token(self, workspace: str, *, read_only: bool = False) -> TokenInfo:
         return await self._r.run(self.sync.create_token, workspace, read_only=read_only)
 
-    async def list_tokens(self) -> List[TokenInfo]:
-        return await self._r.run(self.sync.list_tokens)
+    async def list_tokens(self, workspace: Optional[str] = None) -> List[TokenInfo]:
+        return await self._r.run(self.sync.list_tokens, workspace)
 
     async def revoke_token(self, token_id: str) -> None:
         await self._r.run(self.sync.revoke_token, token_id)

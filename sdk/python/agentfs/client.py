@@ -194,9 +194,9 @@ class Client:
             body["read_only"] = True
         return TokenInfo.from_json(self._t.request("POST", "/v1/tokens", json_body=body).json())
 
-    def list_tokens(self) -> List[TokenInfo]:
-        """The workspace tokens (without their secrets)."""
-        d = self._t.request("GET", "/v1/tokens").json()
+    def list_tokens(self, workspace: Optional[str] = None) -> List[TokenInfo]:
+        """The workspace tokens (of ``workspace`` only, if given), without their secrets."""
+        d = self._t.request("GET", "/v1/tokens", query={"workspace": workspace}).json()
         return [TokenInfo.from_json(t) for t in d.get("tokens") or []]
 
     def revoke_token(self, token_id: str) -> None:

@@ -268,6 +268,8 @@ def test_workspace_tokens(daemon: Daemon, client: agentfs.Client, ws: agentfs.Wo
         ro = client.create_token(ws.name, read_only=True)
         assert tok.token and tok.workspace == ws.name and ro.read_only
         assert tok.id in [t.id for t in client.list_tokens()]
+        assert {t.id for t in client.list_tokens(ws.name)} == {tok.id, ro.id}
+        assert client.list_tokens(other.name) == []
         with agentfs.Client(daemon.url, tok.token) as c:
             c.workspace(ws.name).write("t.txt", "ok")
             with pytest.raises(agentfs.Forbidden):
