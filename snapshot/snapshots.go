@@ -329,7 +329,8 @@ type ListOptions struct {
 	// stored blob.
 	Unique bool
 	// Policy says which commits count as retained for Unique; the zero
-	// policy retains every stored commit, as gc without flags does.
+	// policy retains every stored commit (as gc --keep-all does; gc
+	// without rules applies the volume's policy, Repo.Retention).
 	Policy Retention
 	// Grace is gc's grace period (default UploadGrace); Now the clock
 	// (default: time.Now). Both only matter with a Policy.

@@ -69,9 +69,9 @@ credentials, in its process: its memory grows for the duration).
 				return writeJSON(out, rep)
 			}
 			ew := &errWriter{w: out}
-			verb := "deleted"
+			verb, freed := "deleted", "freed"
 			if rep.DryRun {
-				verb = "would delete"
+				verb, freed = "would delete", "would be freed"
 				ew.println("dry run: nothing was deleted")
 			}
 			ew.printf("policy: %s (%d branches, %d snapshots)\n", rep.Policy, rep.Branches, rep.Snapshots)
@@ -81,8 +81,8 @@ credentials, in its process: its memory grows for the duration).
 					ew.printf("  %s: %s\n", b, seqRanges(rep.Pruned[b]))
 				}
 			}
-			ew.printf("packs: %d of %s total; %d live, %d too young to delete, %s %d (%s freed)\n",
-				rep.PacksTotal, fmtSize(rep.BytesTotal), rep.PacksLive, rep.PacksYoung, verb, rep.PacksSwept, fmtSize(rep.BytesFreed))
+			ew.printf("packs: %d of %s total; %d live, %d too young to delete, %s %d (%s %s)\n",
+				rep.PacksTotal, fmtSize(rep.BytesTotal), rep.PacksLive, rep.PacksYoung, verb, rep.PacksSwept, fmtSize(rep.BytesFreed), freed)
 			if rep.PartialPacks > 0 {
 				ew.printf("partly live packs: %d, holding %s of dead data (kept whole)\n", rep.PartialPacks, fmtSize(rep.DeadBytes))
 			}

@@ -62,7 +62,7 @@ func TestGCAppliesVolumePolicy(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond) // older than gc's one second of clock slack
 	out := mustCLI(t, "gc", url, "--dry-run", "--grace", "1ms")
 	for _, want := range []string{"dry run: nothing was deleted\n", "policy: keep the last 1 per branch (1 branches, 0 snapshots)\n",
-		"commits: 1 kept, would delete 3\n", "  main: 1-3\n"} {
+		"commits: 1 kept, would delete 3\n", "  main: 1-3\n", " would be freed)\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, out)
 		}

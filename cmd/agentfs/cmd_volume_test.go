@@ -5,9 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentfs/agentfs/internal/snapshottest"
 	"github.com/agentfs/agentfs/internal/testservices"
@@ -101,5 +106,63 @@ func TestVolumeCLI(t *testing.T) {
 	}
 	if _, _, err := runCLI(t, time.Minute, "volume", "info", t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a store URL") {
 		t.Errorf("info of a path: %v", err)
+	}
+}
+
+// openPTY returns the two ends of a new pseudo-terminal; the follower is a
+// terminal for isTerminal.
+func openPTY(t *testing.T) (leader, follower *os.File) {
+	t.Helper()
+	leader, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open a pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { _ = leader.Close() })
+	if err := unix.IoctlSetPointerInt(int(leader.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(leader.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	follower, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = follower.Close() })
+	return leader, follower
+}
+
+// TestVolumeRmConfirms: on a terminal, rm asks and deletes only after
+// "yes".
+func TestVolumeRmConfirms(t *testing.T) {
+	url := "file://" + t.TempDir()
+	_, repo := snapshottest.InitVolume(t, url)
+	for _, answer := range []string{"no", "yes"} {
+		leader, follower := openPTY(t)
+		if _, err := leader.WriteString(answer + "\n"); err != nil {
+			t.Fatal(err)
+		}
+		root := newRootCmd()
+		var out, errOut bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&errOut)
+		root.SetIn(follower)
+		root.SetArgs([]string{"volume", "rm", url})
+		err := root.ExecuteContext(context.Background())
+		if !strings.Contains(errOut.String(), "This deletes volume "+repo.Config().VolumeID) || !strings.Contains(errOut.String(), "Type yes to go on") {
+			t.Errorf("%s: prompt: %q", answer, errOut.String())
+		}
+		_, oerr := snapshot.Open(context.Background(), repo.Store())
+		switch answer {
+		case "no":
+			if err == nil || !strings.Contains(err.Error(), "not confirmed") || oerr != nil {
+				t.Fatalf("answered no: %v; open: %v", err, oerr)
+			}
+		case "yes":
+			if err != nil || !errors.Is(oerr, snapshot.ErrNoVolume) {
+				t.Fatalf("answered yes: %v; open: %v", err, oerr)
+			}
+		}
 	}
 }
