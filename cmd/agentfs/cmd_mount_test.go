@@ -234,16 +234,15 @@ func TestMountSIGTERM(t *testing.T) {
 	}
 }
 
-// TestMountCleansStale: a mount whose server was killed is stale
-// (ENOTCONN); the next mount on the same directory detaches it and mounts,
-// and umount of a stale mount detaches it too.
-func TestMountCleansStale(t *testing.T) {
-	m := fstest.Start(t, fstest.Options{})
-	f, err := os.Create(filepath.Join(m.Dir, "synced"))
+// crashAfterFsync writes data to the file name in m, fsyncs it, kills m's
+// server with SIGKILL and waits until the mount is stale.
+func crashAfterFsync(t *testing.T, m *fstest.Mount, name, data string) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(m.Dir, name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteString("fsynced"); err != nil {
+	if _, err := f.WriteString(data); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Sync(); err != nil {
@@ -254,6 +253,14 @@ func TestMountCleansStale(t *testing.T) {
 	if !fstest.WaitDisconnected(m.Dir, 10*time.Second) {
 		t.Fatalf("a mount whose server was killed is not disconnected")
 	}
+}
+
+// TestMountCleansStale: a mount whose server was killed is stale
+// (ENOTCONN); the next mount on the same directory detaches it and mounts,
+// and umount of a stale mount detaches it too.
+func TestMountCleansStale(t *testing.T) {
+	m := fstest.Start(t, fstest.Options{})
+	crashAfterFsync(t, m, "synced", "fsynced")
 	out, err := fstest.Run(m.Bin, m.Env, "mount", "-d", "--cache-dir", m.CacheDir, m.URL, m.Dir)
 	if err != nil || !strings.Contains(out, "cleaned up a stale mount") {
 		t.Fatalf("mount over a stale mount: %v\n%s", err, out)

@@ -78,21 +78,7 @@ func TestUmountBusy(t *testing.T) {
 // directory) does: a fresh cache sees the fsynced file.
 func TestUmountStale(t *testing.T) {
 	m := fstest.Start(t, fstest.Options{Args: []string{"--checkpoint-interval=-1s"}})
-	f, err := os.Create(filepath.Join(m.Dir, "fsynced.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString("only in the cache"); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	m.Kill(t)
-	if !fstest.WaitDisconnected(m.Dir, 10*time.Second) {
-		t.Fatalf("a mount whose server was killed is not disconnected")
-	}
+	crashAfterFsync(t, m, "fsynced.txt", "only in the cache")
 	out, err := m.Agentfs("umount", m.Dir)
 	remount := "agentfs mount -d --cache-dir " + m.CacheDir + " " + m.URL + " " + m.Dir
 	if exitCode(err) != exitFailure || !strings.Contains(out, "nothing was uploaded") || !strings.Contains(out, remount) {
