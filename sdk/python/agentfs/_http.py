@@ -208,8 +208,9 @@ class Transport:
                     self._drop_idle()
                 # A reused connection may have been closed by the server while
                 # idle: the request did not reach it, try once more on a new one.
+                # Nothing reached a server that refused the connection.
                 refused = isinstance(e, ConnectionRefusedError)
-                if (idempotent or refused) and attempt < self.retries or reused and attempt == 0 and idempotent:
+                if (idempotent or refused) and attempt < self.retries:
                     attempt += 1
                     if not reused:
                         time.sleep(min(0.05 * 2 ** attempt, 1.0))

@@ -36,17 +36,19 @@ class _Runner:
 
 
 class AsyncClient:
-    """asyncio twin of agentfs.Client (same arguments, plus ``max_workers``); use it
-    with ``async with`` or await aclose()."""
+    """asyncio twin of agentfs.Client (same arguments, plus ``max_workers``; or wrap an
+    existing ``client``, sharing its connections); use it with ``async with`` or await aclose()."""
 
     def __init__(self, url: Optional[str] = None, token: Optional[str] = None, *, timeout: float = 60.0,
                  pool_size: int = 8, retries: int = 2, max_workers: int = 32, client: Optional[Client] = None) -> None:
+        self._owned = client is None
         self.sync = client or Client(url, token, timeout=timeout, pool_size=pool_size, retries=retries)
         self._r = _Runner(max_workers)
 
     async def aclose(self) -> None:
-        """Closes the pooled connections and the thread pool."""
-        self.sync.close()
+        """Closes the thread pool, and the connections unless the Client was given (its owner closes it)."""
+        if self._owned:
+            self.sync.close()
         self._r.pool.shutdown(wait=False)
 
     async def __aenter__(self) -> "AsyncClient":

@@ -210,9 +210,10 @@ class ExecStream(Generic[AnyStr_]):
     and output are empty: they came as chunks). Use it as a context manager, or
     iterate to the end, to give the connection back."""
 
-    def __init__(self, resp: StreamResponse, binary: bool) -> None:
+    def __init__(self, resp: StreamResponse, binary: bool, encoding: str) -> None:
         self._resp = resp
         self._binary = binary
+        self._enc = encoding
         self._result: Optional[ExecResult[AnyStr_]] = None
         self._it: Iterator[OutputChunk[AnyStr_]] = self._events()
 
@@ -234,8 +235,6 @@ class ExecStream(Generic[AnyStr_]):
                 raise error_from(str(err.get("code", "")), str(err.get("message", "")), str(err.get("path", "") or ""))
         if self._result is None:
             raise ProtocolError("exec stream ended without a result")
-
-    _enc = "utf-8"
 
     def __iter__(self) -> Iterator[OutputChunk[AnyStr_]]:
         return self._it
@@ -488,9 +487,7 @@ class Workspace:
         the result is the stream's ``result`` once iterated."""
         body = _exec_body(command, env, cwd, stdin, timeout, output_limit, binary)
         resp = self._t.stream("POST", self._path("/exec/stream"), json_body=body, timeout=_http_timeout(timeout))
-        s: ExecStream[Any] = ExecStream(resp, binary)
-        s._enc = body.get("encoding", "utf-8")
-        return s
+        return ExecStream(resp, binary, body.get("encoding", "utf-8"))
 
     @overload
     def start_job(self, command: Command, *, env: Optional[Mapping[str, str]] = ..., cwd: Optional[str] = ...,
