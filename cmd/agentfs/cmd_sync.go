@@ -58,7 +58,7 @@ the mount saw from it, and exits 1). On a terminal, progress is shown on stderr.
 				err = c.Sync(ctx)
 			}
 			if err != nil {
-				return syncError(c, err, timeout)
+				return syncError(c, "sync", err, timeout)
 			}
 			st, err := c.Status(ctx)
 			if err != nil {
@@ -73,11 +73,11 @@ the mount saw from it, and exits 1). On a terminal, progress is shown on stderr.
 	return c
 }
 
-// syncError explains a sync of c's mount that failed with err: which
-// store it was waiting for, the last error the mount saw from it, and that
-// the changes stay in the mount's cache (asked of the mount anew: the
-// sync's own context may be over).
-func syncError(c *control.Client, err error, timeout time.Duration) error {
+// syncError explains a sync of c's mount (for op: sync, umount) that
+// failed with err: which store it was waiting for, the last error the
+// mount saw from it, and that the changes stay in the mount's cache (asked
+// of the mount anew: the sync's own context may be over).
+func syncError(c *control.Client, op string, err error, timeout time.Duration) error {
 	mnt := c.MountPoint()
 	what := err.Error()
 	if errors.Is(err, context.DeadlineExceeded) {
@@ -87,16 +87,16 @@ func syncError(c *control.Client, err error, timeout time.Duration) error {
 	defer cancel()
 	st, serr := c.Status(ctx)
 	if serr != nil {
-		return fmt.Errorf("sync %s: %s (and its status is unavailable: %w)", mnt, what, serr)
+		return fmt.Errorf("%s %s: %s (and its status is unavailable: %w)", op, mnt, what, serr)
 	}
 	last := st.Volume.LastError
 	if last == "" {
 		last = "none yet"
 	}
-	return fmt.Errorf("sync %s: %s: waiting for the store %s (branch %s), whose last error was: %s. "+
+	return fmt.Errorf("%s %s: %s: waiting for the store %s (branch %s), whose last error was: %s. "+
 		"Nothing is lost: the changes stay in the mount's cache %s and the mount keeps retrying; "+
 		"`agentfs status %s` shows what waits, `agentfs sync %s` waits again",
-		mnt, what, st.Info.URL, st.Volume.Branch, last, st.Volume.CacheDir, mnt, mnt)
+		op, mnt, what, st.Info.URL, st.Volume.Branch, last, st.Volume.CacheDir, mnt, mnt)
 }
 
 // statusLine is a one-line progress display on a terminal.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	afs "github.com/agentfs/agentfs/fs"
 	"github.com/agentfs/agentfs/fs/fstest"
 )
 
@@ -54,8 +55,8 @@ func TestSync(t *testing.T) {
 }
 
 // TestSyncStoreGone: with the store gone, `sync --timeout` (not on a
-// terminal) fails naming the store, the mount's last error and its cache;
-// `umount --force` detaches at once but fails, saying the changes are only
+// terminal) fails naming the store, the mount's last error and its cache,
+// and so does `umount --timeout`, which leaves the mount; `umount --force` detaches at once but fails, saying the changes are only
 // in the cache; with the store back, a mount with that cache uploads them.
 func TestSyncStoreGone(t *testing.T) {
 	m := fstest.Start(t, fstest.Options{Args: []string{"--checkpoint-interval=-1s"}})
@@ -74,6 +75,13 @@ func TestSyncStoreGone(t *testing.T) {
 	}
 	if strings.Contains(out, "last error was: none yet") {
 		t.Errorf("sync did not report the mount's last error:\n%s", out)
+	}
+	out, err = m.Agentfs("umount", "--timeout", "2s", m.Dir)
+	if exitCode(err) != exitFailure || !strings.Contains(out, "umount "+m.Dir+": not done after --timeout 2s: waiting for the store "+m.URL) || !strings.Contains(out, "nothing was unmounted") {
+		t.Errorf("umount --timeout with the store gone: %v, want exit 1\n%s", err, out)
+	}
+	if on, _ := afs.IsMountPoint(m.Dir); !on {
+		t.Fatalf("umount --timeout that gave up unmounted")
 	}
 	out, err = m.Agentfs("umount", "--force", m.Dir)
 	if exitCode(err) != exitFailure || !strings.Contains(out, "detached, but the sync before it failed") || !strings.Contains(out, m.CacheDir) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,6 +25,7 @@ func init() { subcommands = append(subcommands, newUmountCmd) }
 
 func newUmountCmd() *cobra.Command {
 	var force bool
+	var timeout time.Duration
 	c := &cobra.Command{
 		Use:     "umount MOUNTPOINT",
 		Aliases: []string{"unmount"},
@@ -38,6 +41,10 @@ last one is gone. Its sync waits 10s at most: when that is not enough (the
 store is unreachable), the mount is detached all the same and umount fails
 (exit status 1), saying that the changes are only in the cache directory.
 
+While the store fails, umount keeps waiting for the sync (up to --timeout, if
+given: then it fails, names the store and the last error the mount saw from
+it, and leaves the mount as it was).
+
 MOUNTPOINT must be the mount point itself, not a path inside the mount.
 
 A stale mount, whose server died, is detached, but umount then fails (exit
@@ -46,6 +53,7 @@ changes that are not in the store. Mounting the volume again with that cache
 directory uploads them (the message names the command); do not delete the
 cache directory before.`,
 		Example: `  agentfs umount ./workspace
+  agentfs umount --timeout 5m ./workspace
   agentfs umount --force /mnt/ws`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -61,7 +69,19 @@ cache directory before.`,
 			if err := isMountPoint(args[0], mnt); err != nil {
 				return err
 			}
-			if err := c.Unmount(ctx, force); err != nil {
+			uctx := ctx
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				uctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			if err := c.Unmount(uctx, force); err != nil {
+				if errors.Is(err, context.DeadlineExceeded) {
+					if on, _ := afs.IsMountPoint(mnt); on {
+						return fmt.Errorf("%w (nothing was unmounted)", syncError(c, "umount", err, timeout))
+					}
+					return syncError(c, "umount", err, timeout)
+				}
 				if errors.Is(err, control.ErrBusy) {
 					return fmt.Errorf("%s is busy%s: close what uses it, or use --force to detach it now (nothing was unmounted)", mnt, busyUsers(mnt))
 				}
@@ -76,6 +96,7 @@ cache directory before.`,
 		},
 	}
 	c.Flags().BoolVarP(&force, "force", "f", false, "detach the mount even if it is busy (lazy unmount)")
+	c.Flags().Var(timeoutFlag{&timeout}, "timeout", "give up waiting for the sync after this long, leaving the mount as it was (default 0: wait as long as it takes)")
 	return c
 }
 

@@ -28,6 +28,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "--timeout", "abc", "file:///nowhere", "--", "true"}, `invalid duration "abc"`},
 		{[]string{"run", dir, "--", "true"}, "not a store URL"},
 		{[]string{"sync", "--timeout", "-1s", dir}, "is negative"},
+		{[]string{"umount", "--timeout", "-1s", dir}, "is negative"},
 		{[]string{"mount", "--cache-size", "0", mnt}, "must be more than 0"},
 		{[]string{"mount", "--cache-size", "lots", mnt}, "invalid size"},
 		{[]string{"mount", "--checkpoint-interval", "0", mnt}, "--checkpoint-interval 0"},
