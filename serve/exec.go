@@ -36,12 +36,13 @@ func (req *execRequest) toExec() (exec.Request, error) {
 	if req.Timeout < 0 {
 		return exec.Request{}, invalid("timeout %v: seconds, more than 0 (absent: %v)", req.Timeout, DefaultExecTimeout.Seconds())
 	}
+	// Compared in seconds: a huge value would overflow a Duration.
+	if req.Timeout > MaxExecTimeout.Seconds() {
+		return exec.Request{}, invalid("timeout %v s: at most %v s; start a job for longer work", req.Timeout, MaxExecTimeout.Seconds())
+	}
 	timeout := DefaultExecTimeout
 	if req.Timeout > 0 {
 		timeout = time.Duration(req.Timeout * float64(time.Second))
-	}
-	if timeout > MaxExecTimeout {
-		return exec.Request{}, invalid("timeout %v s: at most %v s; start a job for longer work", req.Timeout, MaxExecTimeout.Seconds())
 	}
 	if req.OutputLimit < 0 {
 		return exec.Request{}, invalid("output_limit %d: bytes, more than 0", req.OutputLimit)

@@ -69,6 +69,22 @@ func TestExec(t *testing.T) {
 	wantCode(t, "missing cwd", err, "not_found", 404)
 	_, err = d.admin.Workspace("nope").Exec(ctx, api.ExecRequest{Command: "true"})
 	wantCode(t, "missing workspace", err, "not_found", 404)
+
+	// The metrics count what happened.
+	m, err := d.admin.Metrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`agentfs_serve_requests_total{code="200",route="POST /v1/workspaces/{name}/exec"}`,
+		`agentfs_serve_requests_total{code="400",route="POST /v1/workspaces/{name}/exec"}`,
+		`agentfs_serve_request_duration_seconds_bucket{route="POST /v1/workspaces/{name}/exec",le="+Inf"}`,
+		"agentfs_serve_workspaces_mounted 1", "agentfs_serve_commands_running 0", "agentfs_serve_jobs_running 0",
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 }
 
 func TestExecStream(t *testing.T) {

@@ -22,7 +22,7 @@ const adminToken = "test-admin-token"
 // workspaces are real agentfs mounts served by processes of their own,
 // reached over real HTTP (httptest on loopback).
 type daemon struct {
-	t        *testing.T
+	t        testing.TB
 	mgr      *workspace.Manager
 	srv      *serve.Server
 	hs       *httptest.Server
@@ -33,7 +33,7 @@ type daemon struct {
 // newDaemon starts a daemon with its own default store and state
 // directory; edit adjusts the server's options. Everything is stopped
 // and unmounted when the test ends.
-func newDaemon(t *testing.T, edit func(*serve.Options)) *daemon {
+func newDaemon(t testing.TB, edit func(*serve.Options)) *daemon {
 	t.Helper()
 	testenv.NeedFUSE(t)
 	bin := fstest.Binary(t)
@@ -77,7 +77,7 @@ func newDaemon(t *testing.T, edit func(*serve.Options)) *daemon {
 	return d
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx

@@ -199,14 +199,12 @@ func (s *Server) waitJob(c *call) error {
 	}
 	secs := 30.0
 	if v := c.r.URL.Query().Get("timeout"); v != "" {
-		if secs, err = strconv.ParseFloat(v, 64); err != nil || secs < 0 {
-			return invalid("timeout=%q: seconds, 0 or more", v)
+		// NaN and huge values are refused before they become a Duration.
+		if secs, err = strconv.ParseFloat(v, 64); err != nil || !(secs >= 0 && secs <= MaxExecTimeout.Seconds()) {
+			return invalid("timeout=%q: seconds, from 0 to %v", v, MaxExecTimeout.Seconds())
 		}
 	}
 	d := time.Duration(secs * float64(time.Second))
-	if d > MaxExecTimeout {
-		return invalid("timeout=%v: at most %v s", secs, MaxExecTimeout.Seconds())
-	}
 	ctx, cancel := s.deadline(c, d)
 	defer cancel()
 	timer := time.NewTimer(d)

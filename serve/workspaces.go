@@ -9,14 +9,18 @@ import (
 	"github.com/agentfs/agentfs/serve/workspace"
 )
 
+// maxLifetime caps a workspace's lifetime (about 100 years).
+const maxLifetime = 100 * 365 * 24 * time.Hour
+
 // createWorkspace answers POST /v1/workspaces.
 func (s *Server) createWorkspace(c *call) error {
 	var req api.CreateWorkspace
 	if err := decode(c.r, &req); err != nil {
 		return err
 	}
-	if req.Lifetime < 0 {
-		return invalid("lifetime %v: seconds, 0 or more", req.Lifetime)
+	// Compared in seconds: a huge value would overflow a Duration.
+	if !(req.Lifetime >= 0 && req.Lifetime <= maxLifetime.Seconds()) {
+		return invalid("lifetime %v: seconds, from 0 (none) to %v", req.Lifetime, maxLifetime.Seconds())
 	}
 	ctx, cancel := s.deadline(c, 0)
 	defer cancel()

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentfs/agentfs/fs/fstest"
+	"github.com/agentfs/agentfs/internal/testenv"
+	"github.com/agentfs/agentfs/serve/api"
+	"github.com/agentfs/agentfs/serve/client"
+)
+
+// startServe runs `agentfs serve` on a free loopback port with its own
+// store and state directory and returns its process, its URL and a client
+// with the admin token.
+func startServe(t *testing.T, base string) (*exec.Cmd, *client.Client) {
+	t.Helper()
+	cmd := exec.Command(fstest.Binary(t), "serve", "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(base, "state"))
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+filepath.Join(base, "data"), "AGENTFS_TOKEN=tok")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Stop it as an operator would, so that it unmounts what it mounted.
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		}
+	})
+	sc := bufio.NewScanner(stderr)
+	re := regexp.MustCompile(`url=(http://\S+)`)
+	url := ""
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			url = m[1]
+			break
+		}
+	}
+	if url == "" {
+		t.Fatalf("agentfs serve did not report its address: %v", sc.Err())
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	return cmd, client.New(url, "tok")
+}
+
+// TestServeSIGTERM: with a command and a job running, SIGTERM ends both,
+// syncs and unmounts every workspace, and exits 0; a new daemon on the
+// same state sees everything written.
+func TestServeSIGTERM(t *testing.T) {
+	testenv.NeedFUSE(t)
+	base := t.TempDir()
+	cmd, c := startServe(t, base)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := c.CreateWorkspace(ctx, api.CreateWorkspace{Name: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	w := c.Workspace("w")
+	if err := w.WriteFile(ctx, "kept.txt", []byte("synced")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.StartJob(ctx, api.ExecRequest{Command: "sleep 300"}); err != nil {
+		t.Fatal(err)
+	}
+	execDone := make(chan error, 1)
+	go func() {
+		_, err := w.Exec(ctx, api.ExecRequest{Command: "echo partial > during.txt; sleep 300"})
+		execDone <- err
+	}()
+	time.Sleep(time.Second)
+	start := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if err != nil {
+		t.Fatalf("agentfs serve after SIGTERM: %v", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("SIGTERM took %v", d)
+	}
+	if err := <-execDone; err == nil {
+		t.Error("the running exec returned a result after SIGTERM")
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	if strings.Contains(string(mounts), base) {
+		t.Errorf("a mount under %s is left:\n%s", base, mounts)
+	}
+	if out, _ := exec.Command("pgrep", "-f", base).Output(); len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("processes of %s left: %s", base, out)
+	}
+
+	_, c2 := startServe(t, base)
+	w2 := c2.Workspace("w")
+	for p, want := range map[string]string{"kept.txt": "synced", "during.txt": "partial\n"} {
+		if data, err := w2.ReadFile(ctx, p); err != nil || string(data) != want {
+			t.Errorf("after restart %s: %q %v", p, data, err)
+		}
+	}
+	var ce *client.Error
+	if _, err := w2.Job(ctx, "job-1"); !errors.As(err, &ce) || ce.Code != "not_found" {
+		t.Errorf("job after restart: %v", err)
+	}
+}
