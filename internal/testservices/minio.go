@@ -281,24 +281,39 @@ func RecreateMinIOBucket(t testing.TB, storeURL string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	bucket := aws.String(u.Host)
-	for {
-		out, err := srv.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: bucket})
-		if err != nil {
-			t.Fatalf("list bucket %s: %v", u.Host, err)
-		}
-		for _, o := range out.Contents {
-			if _, err := srv.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: bucket, Key: o.Key}); err != nil {
-				t.Fatalf("delete %s/%s: %v", u.Host, aws.ToString(o.Key), err)
-			}
-		}
-		if !aws.ToBool(out.IsTruncated) {
+	// A writer still open on the bucket may put an object between the
+	// emptying and the delete (as it would for a person deleting a bucket
+	// under a live mount): empty it again and retry, a bounded number of times.
+	for attempt := 1; ; attempt++ {
+		emptyMinIOBucket(ctx, t, srv.client, u.Host)
+		_, err := srv.client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: bucket})
+		if err == nil {
 			break
 		}
-	}
-	if _, err := srv.client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: bucket}); err != nil {
-		t.Fatalf("delete bucket %s: %v", u.Host, err)
+		if attempt == 10 {
+			t.Fatalf("delete bucket %s (%d attempts): %v", u.Host, attempt, err)
+		}
 	}
 	if _, err := srv.client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: bucket}); err != nil {
 		t.Fatalf("create bucket %s again: %v", u.Host, err)
+	}
+}
+
+// emptyMinIOBucket deletes every object of bucket.
+func emptyMinIOBucket(ctx context.Context, t testing.TB, client *s3.Client, bucket string) {
+	t.Helper()
+	for {
+		out, err := client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+		if err != nil {
+			t.Fatalf("list bucket %s: %v", bucket, err)
+		}
+		for _, o := range out.Contents {
+			if _, err := client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: o.Key}); err != nil {
+				t.Fatalf("delete %s/%s: %v", bucket, aws.ToString(o.Key), err)
+			}
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			return
+		}
 	}
 }
