@@ -3,7 +3,7 @@ GO      ?= go
 BIN     ?= bin/agentfs
 WORKSPACE ?= ./workspace
 
-.PHONY: all build test lint setup run clean
+.PHONY: all build test test-python lint setup run clean
 
 all: build
 
@@ -13,6 +13,10 @@ build:
 # Installs what the tests need (fuse3, Docker engine, MinIO, golangci-lint) and runs every test.
 test:
 	bash scripts/test.sh
+
+# The Python SDK alone (sdk/python): mypy --strict and pytest against a real agentfs serve.
+test-python:
+	bash scripts/test-python.sh
 
 setup:
 	bash scripts/setup.sh
