@@ -133,26 +133,10 @@ func writeWorkspace(t *testing.T, dir string) {
 // reports that filesystem's space (every write lands there first), and a
 // fallocate beyond it is ENOSPC.
 func TestPOSIXFreeSpace(t *testing.T) {
-	kinds := map[string][]string{
-		"File":        nil,
-		"VirtualHost": {"--virtual", "--base", t.TempDir()},
-	}
-	plain := fstest.Start(t, fstest.Options{})
-	if err := os.WriteFile(filepath.Join(plain.Dir, "f"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	plain.Unmount(t)
-	if out, err := plain.Agentfs("snapshot", "save", plain.URL, "base"); err != nil {
-		t.Fatalf("snapshot save: %v\n%s", err, out)
-	}
-	kinds["VirtualSnapshot"] = []string{"--virtual", "--base", "snapshot:base"}
-	for name, args := range kinds {
+	for name, o := range writableKinds(t) {
 		t.Run(name, func(t *testing.T) {
 			small := posixtest.SmallExt4(t, 512<<20)
-			o := fstest.Options{CacheDir: filepath.Join(small, "cache"), Args: args}
-			if name == "VirtualSnapshot" {
-				o.URL = plain.URL
-			}
+			o.CacheDir = filepath.Join(small, "cache")
 			m := fstest.Start(t, o)
 			var mnt, local unix.Statfs_t
 			if err := unix.Statfs(m.Dir, &mnt); err != nil {
@@ -191,19 +175,7 @@ func TestPOSIXDevSuid(t *testing.T) {
 // host directory, virtual over a snapshot) with the extra flags args and
 // runs the named checks of posixtest.Checks in it.
 func runOverKinds(t *testing.T, args []string, checks ...string) {
-	plain := fstest.Start(t, fstest.Options{})
-	if err := os.WriteFile(filepath.Join(plain.Dir, "f"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	plain.Unmount(t)
-	if out, err := plain.Agentfs("snapshot", "save", plain.URL, "base"); err != nil {
-		t.Fatalf("snapshot save: %v\n%s", err, out)
-	}
-	for kind, o := range map[string]fstest.Options{
-		"File":            {},
-		"VirtualHost":     {Args: []string{"--virtual", "--base", t.TempDir()}},
-		"VirtualSnapshot": {URL: plain.URL, Args: []string{"--virtual", "--base", "snapshot:base"}},
-	} {
+	for kind, o := range writableKinds(t) {
 		t.Run(kind, func(t *testing.T) {
 			o.Args = append(o.Args, args...)
 			m := fstest.Start(t, o)
@@ -257,5 +229,24 @@ func TestFileHandlesRemount(t *testing.T) {
 	fresh := fstest.Start(t, fstest.Options{URL: m.URL, Dir: filepath.Join(t.TempDir(), "fresh")})
 	if b, err := open(fresh); !errors.Is(err, unix.ESTALE) {
 		t.Errorf("the handle under a new cache directory: %q, %v; want ESTALE", b, err)
+	}
+}
+
+// writableKinds returns the options of every writable mount kind: a
+// file:// volume, a virtual mount over a host directory, and a virtual
+// mount over snapshot "base" of a volume holding one file.
+func writableKinds(t *testing.T) map[string]fstest.Options {
+	plain := fstest.Start(t, fstest.Options{})
+	if err := os.WriteFile(filepath.Join(plain.Dir, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plain.Unmount(t)
+	if out, err := plain.Agentfs("snapshot", "save", plain.URL, "base"); err != nil {
+		t.Fatalf("snapshot save: %v\n%s", err, out)
+	}
+	return map[string]fstest.Options{
+		"File":            {},
+		"VirtualHost":     {Args: []string{"--virtual", "--base", t.TempDir()}},
+		"VirtualSnapshot": {URL: plain.URL, Args: []string{"--virtual", "--base", "snapshot:base"}},
 	}
 }

@@ -359,13 +359,12 @@ func readPlain(path string) error {
 // ctime; strictatime: always; noatime: never), for files and directories;
 // O_NOATIME reads never do.
 func checkAtime(t *testing.T, dir string) {
-	var sfs unix.Statfs_t
-	ok(t, "statfs", unix.Statfs(dir, &sfs))
+	flags := statfsFlags(t, dir)
 	mode := "strictatime"
 	switch {
-	case sfs.Flags&unix.ST_NOATIME != 0:
+	case flags&unix.ST_NOATIME != 0:
 		mode = "noatime"
-	case sfs.Flags&unix.ST_RELATIME != 0:
+	case flags&unix.ST_RELATIME != 0:
 		mode = "relatime"
 	}
 	t.Logf("mount atime mode: %s", mode)

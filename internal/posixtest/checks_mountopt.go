@@ -14,9 +14,7 @@ import (
 // does not (nodev, as statfs reports with ST_NODEV).
 func checkDeviceOpen(t *testing.T, dir string) {
 	needRoot(t, "mknod of device nodes needs CAP_MKNOD")
-	var sfs unix.Statfs_t
-	ok(t, "statfs", unix.Statfs(dir, &sfs))
-	nodev := sfs.Flags&unix.ST_NODEV != 0
+	nodev := statfsFlags(t, dir)&unix.ST_NODEV != 0
 	t.Logf("mount nodev: %v", nodev)
 	p := join(dir, "null")
 	ok(t, "mknod", unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))))
@@ -44,9 +42,7 @@ func checkDeviceOpen(t *testing.T, dir string) {
 // copy of id(1) owned by uid 65534.
 func checkSetuidExec(t *testing.T, dir string) {
 	needRoot(t, "chown to another uid")
-	var sfs unix.Statfs_t
-	ok(t, "statfs", unix.Statfs(dir, &sfs))
-	nosuid := sfs.Flags&unix.ST_NOSUID != 0
+	nosuid := statfsFlags(t, dir)&unix.ST_NOSUID != 0
 	t.Logf("mount nosuid: %v", nosuid)
 	src, err := exec.LookPath("id")
 	ok(t, "find id(1)", err)
@@ -65,4 +61,12 @@ func checkSetuidExec(t *testing.T, dir string) {
 	if got := strings.TrimSpace(string(out)); got != want {
 		t.Errorf("a set-user-ID program of uid %d run by root (nosuid %v) ran as euid %s, want %s", nobody, nosuid, got, want)
 	}
+}
+
+// statfsFlags returns the mount flags (ST_*) statfs reports for dir.
+func statfsFlags(t testing.TB, dir string) int64 {
+	t.Helper()
+	var sfs unix.Statfs_t
+	ok(t, "statfs "+dir, unix.Statfs(dir, &sfs))
+	return sfs.Flags
 }

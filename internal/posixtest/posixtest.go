@@ -80,7 +80,7 @@ var Checks = map[string]func(t *testing.T, dir string){
 }
 
 // RootChecks lists the checks of Checks that need root (CAP_CHOWN, CAP_MKNOD,
-// CAP_SETUID). Run as another user they report the missing privilege through
+// CAP_SETUID, CAP_DAC_READ_SEARCH, writing /proc/sys/vm/drop_caches). Run as another user they report the missing privilege through
 // testenv.Missing: a failure under CI=true, a skip with the reason elsewhere.
 var RootChecks = []string{"Chown", "SetgidDir", "MknodDevice", "PermissionsAsOtherUser", "KillPrivData", "AtimeDropCaches", "DeviceOpen", "SetuidExec", "FileHandles"}
 

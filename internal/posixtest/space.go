@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,7 +32,17 @@ func SmallExt4(t testing.TB, size int64) string {
 		t.Fatalf("mount -o loop %s: %v\n%s", img, err, out)
 	}
 	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+		// A process that used the filesystem (a mount server whose cache
+		// directory it held) may release its files a moment after it
+		// was seen to exit: retry for a while before failing.
+		var err error
+		var out []byte
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if out, err = exec.Command("umount", dir).CombinedOutput(); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
 			t.Errorf("umount %s: %v\n%s", dir, err, out)
 		}
 	})
