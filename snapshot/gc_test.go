@@ -206,6 +206,9 @@ func TestGCDefaultRetention(t *testing.T) {
 		if rep := gc(30 * time.Minute); rep.CommitsPruned != 0 || rep.CommitsKept != 11 {
 			t.Fatalf("within the hour: %+v", rep)
 		}
+		if n, err := v.r.Prunable(ctx, snapshot.DefaultRetention(), time.Now().Add(8*24*time.Hour), time.Minute); err != nil || n != 9 {
+			t.Fatalf("prunable a week later: %d %v", n, err)
+		}
 		rep := gc(8 * 24 * time.Hour)
 		if rep.CommitsKept != 2 || rep.CommitsPruned != 9 || rep.PacksSwept == 0 {
 			t.Fatalf("a week later: %+v", rep)

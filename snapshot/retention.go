@@ -310,3 +310,27 @@ func (r *Repo) LastGC(ctx context.Context) (t time.Time, ok bool, err error) {
 	}
 	return a.ModTime, true, nil
 }
+
+// Prunable returns how many commits gc with policy p and grace period
+// grace (0: UploadGrace) would remove if it ran at now (by the local
+// clock; gc itself uses the store's): a listing of commits/, no other
+// reads. The mount's background gc uses it to skip runs that would only
+// mark.
+func (r *Repo) Prunable(ctx context.Context, p Retention, now time.Time, grace time.Duration) (int, error) {
+	if grace <= 0 {
+		grace = UploadGrace
+	}
+	plan, err := r.planRetention(ctx, p, now, grace)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, b := range plan.branches {
+		for _, c := range b.commits {
+			if !c.keep {
+				n++
+			}
+		}
+	}
+	return n, nil
+}

@@ -35,10 +35,10 @@ func newGCCmd() *cobra.Command {
      be the uploads of a writer that has not committed yet.
 
 gc runs safely while volumes are mounted and writing; a read-write mount
-runs it by itself every hour. Packs that still hold some live data are kept
-whole; the report shows their dead bytes. --dry-run computes everything,
-deletes nothing, and lists the commits it would remove and the bytes it
-would free.
+applies the policy by itself, about hourly (agentfs retention --help). Packs
+that still hold some live data are kept whole; the report shows their dead
+bytes. --dry-run computes everything, deletes nothing, and lists the commits
+it would remove and the bytes it would free.
 
 On a MOUNTPOINT, the mount's server runs the gc on its volume (with its
 credentials, in its process: its memory grows for the duration).

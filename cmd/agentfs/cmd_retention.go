@@ -73,9 +73,11 @@ func newRetentionCmd() *cobra.Command {
 		Short: "Show or set which old commits a volume keeps",
 		Long: retentionHelp + `
 
-A read-write mount applies the policy in the background: about an hour after
-it starts and every hour then, it runs a gc (see agentfs gc --help), which
-removes the commits the policy does not keep and the data only they used.
+A read-write mount applies the policy in the background: two minutes after it
+starts and about hourly then, when no gc applied it in the last hour and the
+policy would remove commits (or no gc ran for a day), it runs a gc (see agentfs
+gc --help), which removes the commits the policy does not keep and the data
+only they used.
 agentfs gc applies it on demand. agentfs status shows the policy and the
 mount's last run.`,
 		Example: `  agentfs retention show ./workspace

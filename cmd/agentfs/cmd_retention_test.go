@@ -122,6 +122,27 @@ func TestAutoGC(t *testing.T) {
 	if wait := b.due(ctx); wait < 50*time.Minute {
 		t.Errorf("a second mount would run again in %v", wait)
 	}
+	// A fresh volume, with nothing to prune: no gc either.
+	_, fresh := snapshottest.InitVolume(t, "file://"+t.TempDir())
+	if wait := (&autoGC{repo: fresh, log: lg, every: time.Hour}).due(ctx); wait < 50*time.Minute {
+		t.Errorf("a fresh volume would be collected in %v", wait)
+	}
+	// Nothing ran for a day: a gc sweeps whatever crashed uploads left.
+	if err := fresh.Store().Put(ctx, snapshot.VolumeKey, func() []byte {
+		cfg := fresh.Config()
+		cfg.Created = time.Now().Add(-25 * time.Hour)
+		return cfg.Encode()
+	}()); err != nil {
+		t.Fatal(err)
+	}
+	old, err := snapshot.Open(ctx, fresh.Store())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if wait := (&autoGC{repo: old, log: lg, every: time.Hour}).due(ctx); wait != 0 {
+		t.Errorf("a volume never collected, made a day ago, waits %v", wait)
+	}
 	if (&mountd{}).LastAutoGC() != nil {
 		t.Error("a mount without background gc reports one")
 	}

@@ -18,15 +18,21 @@ import (
 // runs one; two gcs at once are safe, only redundant.
 
 // Timing of the background gc: the first look comes autoGCFirst after the
-// mount starts; a run is due when no gc applied the volume's policy in
-// the last autoGCEvery (snapshot.Repo.LastGC, shared by all the mounts of
-// the volume, so that short-lived mounts still get it applied and many
-// mounts do not each run it). Waits are stretched by up to autoGCJitter of
-// themselves so that mounts started together spread out.
+// mount starts, the next ones every autoGCEvery. A look runs a gc when no
+// gc applied the volume's policy in the last autoGCEvery
+// (snapshot.Repo.LastGC, shared by all the mounts of the volume, so that
+// short-lived mounts still get it applied and many mounts do not each run
+// it) and either the policy would remove commits (snapshot.Repo.Prunable:
+// one listing) or no gc ran for autoGCSweepEvery (since the volume's
+// creation if none ever did), to sweep the packs of crashed uploads. So an
+// idle volume, or a fresh one (a benchmark's), is not re-marked every hour.
+// Waits are stretched by up to autoGCJitter of themselves so that mounts
+// started together spread out.
 const (
-	autoGCFirst  = 2 * time.Minute
-	autoGCEvery  = time.Hour
-	autoGCJitter = 0.25
+	autoGCFirst      = 2 * time.Minute
+	autoGCEvery      = time.Hour
+	autoGCSweepEvery = 24 * time.Hour
+	autoGCJitter     = 0.25
 	// autoGCConcurrency bounds the background gc's requests in flight,
 	// below a foreground gc's, to leave the store to the workload.
 	autoGCConcurrency = 4
@@ -105,18 +111,30 @@ func (a *autoGC) start(ctx context.Context) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
-// due returns how long until the next run is due: 0 when no gc applied
-// the volume's policy within the interval (or the record cannot be read:
-// running is then the safe side).
+// due returns how long until the next look, or 0 to run a gc now (see
+// autoGCEvery). A record or listing that cannot be read makes it run: gc
+// then reports the store's error.
 func (a *autoGC) due(ctx context.Context) time.Duration {
 	last, ok, err := a.repo.LastGC(ctx)
-	if err != nil || !ok {
+	if err != nil {
 		return 0
 	}
-	if wait := time.Until(last.Add(a.every)); wait > 0 {
+	if !ok {
+		last = a.repo.Config().Created
+	} else if wait := time.Until(last.Add(a.every)); wait > 0 {
 		return jittered(wait)
 	}
-	return 0
+	if time.Since(last) >= autoGCSweepEvery {
+		return 0
+	}
+	p, _, err := a.repo.Retention(ctx)
+	if err != nil {
+		return 0
+	}
+	if n, err := a.repo.Prunable(ctx, p, time.Now(), a.grace); err != nil || n > 0 {
+		return 0
+	}
+	return jittered(a.every)
 }
 
 // runOnce applies the volume's policy once and records the outcome.
