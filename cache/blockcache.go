@@ -19,6 +19,10 @@ type blockCache struct {
 	v    *Volume
 	wake chan struct{}
 
+	// evictMu serializes evictions (the evictor's and a reader's, see
+	// Volume.Read); it is taken before Volume.mu and node.mu.
+	evictMu sync.Mutex
+
 	mu      sync.Mutex
 	total   int64                  // guarded by mu
 	entries map[uint64]*cacheEntry // guarded by mu
@@ -110,6 +114,15 @@ func (c *blockCache) used() int64 {
 	return c.total
 }
 
+// overHard reports whether the clean cache exceeds its limit by half: a
+// reader then evicts itself (Volume.Read) rather than leave it to the
+// evictor, which lags behind fast readers on a busy machine.
+func (c *blockCache) overHard() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total > c.v.opts.CacheSize+c.v.opts.CacheSize/2
+}
+
 // evictLoop runs until the volume closes, evicting when woken.
 func (c *blockCache) evictLoop() {
 	defer c.v.wg.Done()
@@ -129,6 +142,8 @@ func (c *blockCache) evictLoop() {
 // blocks its readers are about to use (see evictOpen), so that reading a
 // file larger than the cache keeps the cache within its limit.
 func (c *blockCache) evict() {
+	c.evictMu.Lock()
+	defer c.evictMu.Unlock()
 	target := c.v.opts.CacheSize - c.v.opts.CacheSize/10
 	c.mu.Lock()
 	type cand struct {

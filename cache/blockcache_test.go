@@ -65,9 +65,9 @@ func bigFileVolume(t testing.TB, size int) (string, uint64, []byte) {
 func TestCacheLimitOnRead(t *testing.T) {
 	const limit = 1 << 20
 	url, ino, data := bigFileVolume(t, 16<<20)
-	// The blocks a reader keeps (ReadAhead after the last read, the one
-	// before it, the one fetched last), plus what the asynchronous
-	// evictor may lag behind.
+	// Readers evict themselves past 1.5 times the limit; add the blocks a
+	// reader keeps (ReadAhead after the last read, the one before it, the
+	// one fetched last) and those read-ahead installs meanwhile.
 	const slack = 12 * (64 << 10)
 	ctx := context.Background()
 	v := openVolume(t, url, "", func(o *Options) { o.CacheSize = limit })
@@ -92,7 +92,7 @@ func TestCacheLimitOnRead(t *testing.T) {
 		}
 	}
 	t.Logf("sequential: peak cache %d, peak disk %d (limit %d)", peak, peakDisk, limit)
-	if peak > limit+slack || peakDisk > limit+slack {
+	if peak > limit+limit/2+slack || peakDisk > limit+limit/2+slack {
 		t.Errorf("sequential read of %d bytes with a %d-byte cache: the cache peaked at %d bytes (%d on disk)", len(data), limit, peak, peakDisk)
 	}
 

@@ -21,7 +21,8 @@
 // Errors are this package's own kinds (ErrNotFound, ErrExists, ...), mapped
 // to errno in fs/ alone. This package never imports fs/, overlay/ or FUSE.
 //
-// Lock order: Volume.cpMu (checkpoints) → Volume.mu (namespace) → node.mu
+// Lock order: Volume.cpMu (checkpoints) → blockCache.evictMu (evictions,
+// never taken with cpMu) → Volume.mu (namespace) → node.mu
 // (one file's data state) → Volume.markMu (transactions that write tree
 // marks) → the cache database's own locks (kv.flushMu → kv.mu → kv.rcMu).
 // Volume.nodesMu, stateMu, the dirty set's and the block cache's mutexes

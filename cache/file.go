@@ -496,6 +496,9 @@ func (v *Volume) Read(ctx context.Context, ino uint64, buf []byte, off uint64) (
 		}
 		seq := n.lastEnd.Swap(end) == off
 		v.blocks.touch(ino)
+		if v.blocks.overHard() {
+			v.blocks.evict()
+		}
 		if seq && v.opts.ReadAhead > 0 && !n.rec.Inline {
 			v.readAheadFrom(n, last+1)
 		}
