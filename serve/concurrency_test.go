@@ -55,7 +55,7 @@ func TestConcurrentClients(t *testing.T) {
 					p := pick()
 					data, err := w.ReadFile(ctx, p)
 					if err != nil || string(data) != files[p] {
-						fail("read "+p, fmt.Errorf("%q, want %q, %v", data, files[p], err))
+						fail("read "+p, fmt.Errorf("%q, want %q: %w", data, files[p], err))
 						return
 					}
 				case op == 2:
@@ -88,7 +88,7 @@ func TestConcurrentClients(t *testing.T) {
 					p := fmt.Sprintf("%s/cmd%d.txt", dir, i)
 					res, err := w.Exec(ctx, api.ExecRequest{Command: fmt.Sprintf("mkdir -p %s && printf 'cmd %d' > %s", dir, i, p)})
 					if err != nil || res.ExitCode != 0 {
-						fail("exec", fmt.Errorf("%+v %v", res, err))
+						fail("exec", fmt.Errorf("%+v: %w", res, err))
 						return
 					}
 					files[p] = fmt.Sprintf("cmd %d", i)
