@@ -43,13 +43,17 @@
 // Two interfaces connect a backend to the filesystem beneath it: Syncer, the
 // sync barrier called after every command (so that what it wrote is in blob
 // storage when Exec returns), and ChangeTracker, which lists what a command
-// created, modified and deleted (WalkTracker walks a plain directory; a
-// mount supplies a journal-based one). Both are Options.
+// created, modified and deleted (WalkTracker walks a plain directory twice;
+// for an agentfs mount, internal/mountexec's CheckpointTracker checkpoints
+// the mount before and after the command and diffs the two commits, so its
+// cost follows the size of the change, not of the tree). Both are Options.
 //
 // # What this package must never do
 //
 // It never imports the layers below it that serve the mount (cache,
-// overlay, fs): a backend runs in the CLI or library process, never in the
+// overlay, fs, go-fuse; depguard rules "exec" and "exec-code" in
+// .golangci.yml enforce it, tests included, which reach a mount only through
+// fs/fstest's separate server process): a backend runs in the CLI or library process, never in the
 // process that serves the mount, since forking a child whose cwd is on a
 // FUSE mount from that mount's own server can deadlock. It is no sandbox:
 // the local backend runs as the caller; the docker backend isolates by

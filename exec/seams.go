@@ -37,7 +37,9 @@ type Mark any
 // reported.
 //
 // The default, for plain directories, is WalkTracker. An agentfs mount
-// plugs in a tracker that reads its own journal instead of walking the tree.
+// plugs in internal/mountexec's CheckpointTracker, which checkpoints the
+// mount in Begin and in Changes and diffs the two commits instead of
+// walking the tree.
 type ChangeTracker interface {
 	Begin(ctx context.Context, dir string) (Mark, error)
 	Changes(ctx context.Context, m Mark) (*Changes, error)

@@ -27,7 +27,8 @@ import (
 // ~0.2 ms for a 10-entry one. A change that keeps the size and lands within
 // the filesystem's timestamp granularity of the first walk can be missed.
 // Use NoChanges to turn tracking off (agentfs exec does unless --changes),
-// or a journal-based tracker (an agentfs mount's) for large trees.
+// or, on an agentfs mount, internal/mountexec's CheckpointTracker (two
+// checkpoints and a diff of their commits) for large trees.
 type WalkTracker struct {
 	// Root is the host directory the tracked dir paths are relative to.
 	Root string
