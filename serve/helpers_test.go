@@ -35,20 +35,31 @@ type daemon struct {
 // and unmounted when the test ends.
 func newDaemon(t testing.TB, edit func(*serve.Options)) *daemon {
 	t.Helper()
+	return newDaemonConfig(t, nil, edit)
+}
+
+// newDaemonConfig is newDaemon with editCfg adjusting the manager's
+// configuration too.
+func newDaemonConfig(t testing.TB, editCfg func(*workspace.Config), edit func(*serve.Options)) *daemon {
+	t.Helper()
 	testenv.NeedFUSE(t)
 	bin := fstest.Binary(t)
 	base := t.TempDir()
 	t.Setenv("XDG_DATA_HOME", filepath.Join(base, "data"))
 	d := &daemon{t: t, stateDir: filepath.Join(base, "state")}
 	var srv *serve.Server
-	mgr, err := workspace.Open(context.Background(), workspace.Config{
+	cfg := workspace.Config{
 		StateDir: d.stateDir, Executable: bin, IdleTimeout: time.Hour,
 		OnExpire: func(name string) {
 			if srv != nil {
 				srv.OnExpire(name)
 			}
 		},
-	})
+	}
+	if editCfg != nil {
+		editCfg(&cfg)
+	}
+	mgr, err := workspace.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("workspace.Open: %v", err)
 	}
