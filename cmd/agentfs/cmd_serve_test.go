@@ -125,3 +125,39 @@ func TestServeSIGTERM(t *testing.T) {
 		t.Errorf("job after restart: %v", err)
 	}
 }
+
+// TestServeKill9: a kill -9 of the daemon in the middle of a command and
+// a job; the next daemon on the same state kills what was left running,
+// keeps the mount or remounts it, and everything a finished command wrote
+// is there.
+func TestServeKill9(t *testing.T) {
+	testenv.NeedFUSE(t)
+	base := t.TempDir()
+	cmd, c := startServe(t, base)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := c.CreateWorkspace(ctx, api.CreateWorkspace{Name: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	w := c.Workspace("w")
+	if res, err := w.Exec(ctx, api.ExecRequest{Command: "echo synced > a.txt"}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %+v %v", res, err)
+	}
+	if _, err := w.StartJob(ctx, api.ExecRequest{Command: "sleep 301"}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = w.Exec(ctx, api.ExecRequest{Command: "sleep 302"}) }()
+	time.Sleep(time.Second)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	_, c2 := startServe(t, base)
+	if data, err := c2.Workspace("w").ReadFile(ctx, "a.txt"); err != nil || string(data) != "synced\n" {
+		t.Errorf("after kill -9 and restart: %q %v", data, err)
+	}
+	if out, _ := exec.Command("pgrep", "-f", "sleep 30[12]").Output(); len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("commands of the killed daemon still run: %s", out)
+	}
+}
