@@ -198,7 +198,7 @@ func Open(ctx context.Context, opts Options) (*Volume, error) {
 		return nil, fmt.Errorf("cache dir %s: %w", v.dataDir, err)
 	}
 	bopts := badger.DefaultOptions(filepath.Join(opts.CacheDir, "meta")).
-		WithLogger(nil).
+		WithLogger(newBadgerLog(v.log)).
 		WithDetectConflicts(false). // Volume's locks serialize writers of a key
 		WithNumVersionsToKeep(1).
 		WithMemTableSize(32 << 20).
