@@ -191,6 +191,11 @@ func adminToken(file, stateDir string) (token string, given bool, err error) {
 		return token, true, nil
 	}
 	if token = strings.TrimSpace(os.Getenv("AGENTFS_TOKEN")); token != "" {
+		// Commands of the local backend start from the daemon's
+		// environment: they must not inherit the admin token.
+		if err := os.Unsetenv("AGENTFS_TOKEN"); err != nil {
+			return "", false, fmt.Errorf("AGENTFS_TOKEN: %w", err)
+		}
 		return token, true, nil
 	}
 	path := filepath.Join(stateDir, "admin-token")

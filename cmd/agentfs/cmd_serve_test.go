@@ -161,3 +161,23 @@ func TestServeKill9(t *testing.T) {
 		t.Errorf("commands of the killed daemon still run: %s", out)
 	}
 }
+
+// TestServeTokenNotInheritedByCommands: the admin token given in
+// AGENTFS_TOKEN does not reach the environment of the commands the daemon
+// runs (the local backend starts from the daemon's own environment).
+func TestServeTokenNotInheritedByCommands(t *testing.T) {
+	testenv.NeedFUSE(t)
+	_, c := startServe(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := c.CreateWorkspace(ctx, api.CreateWorkspace{Name: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Workspace("w").Exec(ctx, api.ExecRequest{Command: "printenv AGENTFS_TOKEN || echo unset"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(res.Stdout); got != "unset" {
+		t.Errorf("a command saw AGENTFS_TOKEN=%q", got)
+	}
+}
