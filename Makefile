@@ -3,7 +3,7 @@ GO      ?= go
 BIN     ?= bin/agentfs
 WORKSPACE ?= ./workspace
 
-.PHONY: all build test test-python lint setup run clean
+.PHONY: all build test test-python test-typescript lint setup run clean
 
 all: build
 
@@ -17,6 +17,10 @@ test:
 # The Python SDK alone (sdk/python): mypy --strict and pytest against a real agentfs serve.
 test-python:
 	bash scripts/test-python.sh
+
+# The TypeScript SDK alone (sdk/typescript): npm ci, tsc --strict and node --test against a real agentfs serve.
+test-typescript:
+	bash scripts/test-typescript.sh
 
 setup:
 	bash scripts/setup.sh

@@ -24,3 +24,6 @@ go test -race -timeout 30m -count=1 ./...
 
 log "python sdk"
 bash scripts/test-python.sh
+
+log "typescript sdk"
+bash scripts/test-typescript.sh

@@ -1,0 +1,3 @@
+/** @agentfs/client: the TypeScript client of `agentfs serve`. */
+export * from "./errors.js";
+export * from "./client.js";
