@@ -31,9 +31,13 @@ import (
 // with the flush lock held and must not take any lock of the engine.
 //
 // Reads see, in order: the transaction's own writes, the pending table and
-// the table being flushed as they were when the transaction began (newer
-// commits to the pending table are visible too), the read cache, and a
-// Badger snapshot.
+// the table being flushed (the current ones, then those of the
+// transaction's start, which a flush may have swapped out since), the read
+// cache, and a Badger snapshot no older than the last completed flush. So a
+// read sees every commit made before it: the engine relies on that when a
+// namespace change finds no open node of a file and reads the record the
+// file's last release committed (possibly after the change's transaction
+// began).
 //
 // The read cache keeps recently read or written inode records and dentries
 // (and their absence) as Badger has them, so that a stat or a lookup does
@@ -172,27 +176,35 @@ func (m *memtab) collect(prefix string, into map[string]wentry) {
 // NewTransaction begins a transaction; update says whether it may write.
 //
 // The Badger snapshot is taken when first needed: a read served by the
-// tables or the read cache costs no Badger transaction. Keys of the
-// captured tables read as they were there; others as Badger has them when
-// the snapshot is taken — possibly newer than the transaction's start,
-// never older. (Namespace readers hold Volume.mu, so what can be newer is
-// file data state, whose records are each complete.)
+// tables or the read cache costs no Badger transaction. Every read sees
+// the commits made before it, so possibly newer than the transaction's
+// start, never older: the transaction is not a snapshot. (Namespace
+// readers hold Volume.mu, so what can be newer is file data state, whose
+// records are each complete.)
 func (k *kv) NewTransaction(update bool) *ktxn {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
 	return &ktxn{kv: k, update: update, p: k.pending, i: k.inflight}
 }
 
-// badger returns the transaction's Badger snapshot, taking it on first use.
+// badger returns the transaction's Badger snapshot, taking it on first use
+// and again once a flush completed since it was taken (the flushed table
+// may be neither current nor the transaction's). A replaced snapshot stays
+// open for its iterators until Discard.
 func (t *ktxn) badger() *badger.Txn {
-	if t.bt == nil {
-		// The generation is read before the snapshot is taken: a flush
-		// in between makes it stale, never the value read newer than it.
-		t.kv.rcMu.Lock()
-		t.gen = t.kv.gen
-		t.kv.rcMu.Unlock()
-		t.bt = t.kv.db.NewTransaction(false)
+	// The generation is read before the snapshot is taken: a flush in
+	// between makes it stale, never the value read newer than it.
+	t.kv.rcMu.Lock()
+	gen := t.kv.gen
+	t.kv.rcMu.Unlock()
+	if t.bt != nil && t.gen == gen {
+		return t.bt
 	}
+	if t.bt != nil {
+		t.old = append(t.old, t.bt)
+	}
+	t.gen = gen
+	t.bt = t.kv.db.NewTransaction(false)
 	return t.bt
 }
 
@@ -347,16 +359,18 @@ func (k *kv) flushLocked() error {
 	err := k.write(m)
 
 	k.mu.Lock()
-	k.inflight = nil
 	if err != nil {
 		// Keep the writes visible and retry them with the next flush.
+		k.inflight = nil
 		m.absorb(k.pending)
 		k.pending, k.err = m, err
 		k.mu.Unlock()
 		return fmt.Errorf("cache database: %w", err)
 	}
 	k.err = nil
-	k.mu.Unlock()
+	// The read cache and the generation change before the table stops
+	// being visible: a read that misses the tables then finds the flushed
+	// value in the cache, or knows its Badger snapshot is older than it.
 	k.rcMu.Lock()
 	for key, w := range m.last {
 		if cachedKey(key) {
@@ -365,6 +379,8 @@ func (k *kv) flushLocked() error {
 	}
 	k.gen++
 	k.rcMu.Unlock()
+	k.inflight = nil
+	k.mu.Unlock()
 	for _, f := range m.after {
 		f()
 	}
@@ -436,9 +452,10 @@ func (k *kv) write(m *memtab) error {
 // locks order writers of the same key.
 type ktxn struct {
 	kv     *kv
-	bt     *badger.Txn // read-only Badger snapshot, nil until badger()
-	p, i   *memtab     // the pending and in-flight tables at the start
-	gen    uint64      // kv.gen when bt was taken
+	bt     *badger.Txn   // read-only Badger snapshot, nil until badger()
+	old    []*badger.Txn // snapshots badger() replaced, discarded with the transaction
+	p, i   *memtab       // the pending and in-flight tables at the start
+	gen    uint64        // kv.gen when bt was taken
 	update bool
 	writes []wentry
 	own    map[string]int // key → index of its last write in writes
@@ -452,9 +469,12 @@ func (t *ktxn) Get(key []byte) (*kitem, error) {
 	}
 	k := t.kv
 	k.mu.RLock()
-	w, ok := t.p.last[string(key)]
-	if !ok && t.i != nil {
-		w, ok = t.i.last[string(key)]
+	var w wentry
+	var ok bool
+	for _, m := range t.tables() {
+		if w, ok = m.last[string(key)]; ok {
+			break
+		}
 	}
 	k.mu.RUnlock()
 	if ok {
@@ -490,6 +510,19 @@ func (t *ktxn) Get(key []byte) (*kitem, error) {
 	}
 	k.rcMu.Unlock()
 	return t.overlayItem(wentry{key: string(key), val: e.val, del: e.absent})
+}
+
+// tables returns the tables a read consults, newest first: the current
+// pending and in-flight ones, then those of the transaction's start. Caller
+// holds kv.mu.
+func (t *ktxn) tables() []*memtab {
+	ts := make([]*memtab, 0, 4)
+	for _, m := range []*memtab{t.kv.pending, t.kv.inflight, t.p, t.i} {
+		if m != nil && !slices.Contains(ts, m) {
+			ts = append(ts, m)
+		}
+	}
+	return ts
 }
 
 func (t *ktxn) overlayItem(w wentry) (*kitem, error) {
@@ -578,6 +611,9 @@ func (t *ktxn) Discard() {
 	if t.bt != nil {
 		t.bt.Discard()
 	}
+	for _, bt := range t.old {
+		bt.Discard()
+	}
 }
 
 // NewIterator iterates over the keys with opts.Prefix in order, merging
@@ -593,9 +629,8 @@ func (t *ktxn) NewIterator(opts badger.IteratorOptions) *kiter {
 	}
 	k := t.kv
 	k.mu.RLock()
-	t.p.collect(prefix, over)
-	if t.i != nil {
-		t.i.collect(prefix, over)
+	for _, m := range t.tables() {
+		m.collect(prefix, over)
 	}
 	k.mu.RUnlock()
 	ws := make([]wentry, 0, len(over))
