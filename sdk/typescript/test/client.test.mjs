@@ -89,6 +89,13 @@ test("exec: AbortSignal cancels a running command", async () => withWs(async (ws
   setTimeout(() => ac.abort(), 300);
   await assert.rejects(ws.exec("sleep 30", { signal: ac.signal }), Canceled);
   assert.ok(Date.now() - t0 < 10_000);
+  // The daemon kills the command whose request went away: it never gets to its end.
+  const ac2 = new AbortController();
+  setTimeout(() => ac2.abort(), 500);
+  await assert.rejects(ws.exec("touch started; sleep 2; touch finished", { signal: ac2.signal }), Canceled);
+  await new Promise((r) => setTimeout(r, 3000));
+  assert.equal(await ws.exists("started"), true);
+  assert.equal(await ws.exists("finished"), false);
   // An already aborted signal never sends.
   await assert.rejects(ws.exec("true", { signal: AbortSignal.abort() }), Canceled);
 }));
