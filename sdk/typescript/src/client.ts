@@ -200,6 +200,31 @@ interface Req extends RequestOptions {
   /** Seconds. */
   timeout?: number;
   accept?: string;
+  /** Whether sending the request twice does what sending it once does (default: GET, HEAD, PUT, DELETE, OPTIONS). */
+  idempotent?: boolean;
+}
+
+/** The methods whose requests are retried on connection errors unless told otherwise. */
+const IDEMPOTENT = new Set(["GET", "HEAD", "PUT", "DELETE", "OPTIONS"]);
+
+// refused tells whether a fetch failed because the connection was refused:
+// then nothing reached the daemon and any request may be sent again.
+function refused(e: unknown): boolean {
+  for (let x: unknown = e, depth = 0; x && typeof x === "object" && depth < 8; x = (x as { cause?: unknown }).cause, depth++) {
+    if ((x as { code?: unknown }).code === "ECONNREFUSED") return true;
+    const errs = (x as { errors?: unknown }).errors;
+    if (Array.isArray(errs) && errs.some(refused)) return true;
+  }
+  return false;
+}
+
+// pause waits ms milliseconds, or less if signal aborts.
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => { clearTimeout(t); signal.removeEventListener("abort", done); resolve(); };
+    const t = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
 }
 
 /** Options of the Client. */
@@ -212,6 +237,15 @@ export interface ClientOptions {
   timeout?: number;
   /** The fetch to use (default globalThis.fetch). */
   fetch?: typeof fetch;
+  /**
+   * How many times a request that got no answer is sent again (default 2), after
+   * 100 ms, 200 ms, 400 ms... (at most 1 s): idempotent requests (GET, PUT,
+   * DELETE, and the POSTs glob, grep, diff, virtualDiff, virtualDiscard, copy,
+   * mkdir with parents, job wait and kill) on any connection error, every
+   * request when the connection was refused (nothing reached the daemon). A
+   * request that got an answer (even a broken one) is never sent again.
+   */
+  maxRetries?: number;
 }
 
 /** Options of createWorkspace. */
@@ -238,6 +272,8 @@ export class Client {
   readonly url: string;
   /** Seconds that bound a request that does not run a command. */
   readonly timeout: number;
+  /** How many times a request that got no answer is sent again (see ClientOptions.maxRetries). */
+  readonly maxRetries: number;
   readonly #token: string;
   readonly #fetch: typeof fetch;
 
@@ -251,6 +287,8 @@ export class Client {
     this.url = url.replace(/\/+$/, "");
     this.#token = token;
     this.timeout = options.timeout ?? 60;
+    this.maxRetries = options.maxRetries ?? 2;
+    if (!Number.isInteger(this.maxRetries) || this.maxRetries < 0) throw new RangeError(`maxRetries ${options.maxRetries}: a whole number, 0 or more`);
     this.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
   }
 
@@ -274,12 +312,25 @@ export class Client {
     const timer = AbortSignal.timeout(Math.ceil(secs * 1000));
     const signal = r.signal ? AbortSignal.any([r.signal, timer]) : timer;
     const target = `${method} ${u.pathname}`;
+    const idempotent = r.idempotent ?? IDEMPOTENT.has(method);
     let resp: Response;
-    try {
-      resp = await this.#fetch(u, { method, headers, body, signal });
-    } catch (e) {
-      throw aborted(e, r.signal, timer, target, secs) ??
-        new ConnectionFailed(`${target}: no answer from ${this.url} (${String((e as Error)?.cause ?? e)}); is agentfs serve running there?`, { cause: e });
+    for (let attempt = 0; ; attempt++) {
+      try {
+        // fetch resolves once the answer's head arrived: what fails later is
+        // the body's read, which is never retried.
+        resp = await this.#fetch(u, { method, headers, body, signal });
+        break;
+      } catch (e) {
+        const why = aborted(e, r.signal, timer, target, secs);
+        if (why) throw why;
+        if (attempt < this.maxRetries && (idempotent || refused(e))) {
+          await pause(Math.min(100 * 2 ** attempt, 1000), signal);
+          if (signal.aborted) throw aborted(e, r.signal, timer, target, secs) as AgentFSError;
+          continue;
+        }
+        const tries = attempt > 0 ? ` after ${attempt + 1} tries` : "";
+        throw new ConnectionFailed(`${target}: no answer from ${this.url}${tries} (${String((e as Error)?.cause ?? e)}); is agentfs serve running there?`, { cause: e });
+      }
     }
     if (resp.ok) return resp;
     const text = await resp.text().catch(() => "");
@@ -486,13 +537,13 @@ export class Job<T extends string | Uint8Array = string> {
    */
   async wait(timeout: number | null = 30, o: RequestOptions = {}): Promise<JobInfo<T>> {
     const secs = timeout ?? 24 * 3600;
-    const d = await this.workspace.client._json("POST", this.#path("/wait"), { query: { timeout: secs }, timeout: secs + EXEC_MARGIN, signal: o.signal });
+    const d = await this.workspace.client._json("POST", this.#path("/wait"), { query: { timeout: secs }, timeout: secs + EXEC_MARGIN, signal: o.signal, idempotent: true });
     return jobInfo(d, this.binary) as JobInfo<T>;
   }
 
   /** Kills the job's process tree and returns the ended job. */
   async kill(o: RequestOptions = {}): Promise<JobInfo<T>> {
-    return jobInfo(await this.workspace.client._json("POST", this.#path("/kill"), o), this.binary) as JobInfo<T>;
+    return jobInfo(await this.workspace.client._json("POST", this.#path("/kill"), { signal: o.signal, idempotent: true }), this.binary) as JobInfo<T>;
   }
 
   /** The output so far (stdout and stderr interleaved) from byte `offset`. */
@@ -582,7 +633,7 @@ export class Workspace {
     const body: Json = { from, to };
     if (o.path) body.path = o.path;
     if (o.patch) body.patch = true;
-    const d = await this.client._json("POST", this._path("/diff"), { json: body, timeout: this.#long(), signal: o.signal });
+    const d = await this.client._json("POST", this._path("/diff"), { json: body, timeout: this.#long(), signal: o.signal, idempotent: true });
     return { from: String(d.from ?? from), to: String(d.to ?? to), changes: camelize(d.changes ?? []) as HistoryChange[] };
   }
 
@@ -600,7 +651,7 @@ export class Workspace {
     if (paths?.length) body.paths = paths;
     if (o.stat) body.stat = true;
     if (o.patch) body.patch = true;
-    const d = await this.client._json("POST", this._path("/virtual/diff"), { json: body, timeout: this.#long(), signal: o.signal });
+    const d = await this.client._json("POST", this._path("/virtual/diff"), { json: body, timeout: this.#long(), signal: o.signal, idempotent: true });
     return { base: String(d.base ?? ""), changes: camelize(d.changes ?? []) as VirtualChange[] };
   }
 
@@ -617,7 +668,7 @@ export class Workspace {
 
   /** Drops a virtual workspace's changes (all, or `paths`). */
   async virtualDiscard(paths?: string[], o: RequestOptions = {}): Promise<VirtualDiscardResult> {
-    const d = await this.client._json("POST", this._path("/virtual/discard"), { json: paths?.length ? { paths } : {}, timeout: this.#long(), signal: o.signal });
+    const d = await this.client._json("POST", this._path("/virtual/discard"), { json: paths?.length ? { paths } : {}, timeout: this.#long(), signal: o.signal, idempotent: true });
     return { discarded: camelize(d.discarded ?? []) as VirtualChange[], pending: Number(d.pending ?? 0) };
   }
 
@@ -706,7 +757,7 @@ export class Workspace {
   async glob(pattern: string, path = "", o: RequestOptions = {}): Promise<string[]> {
     const body: Json = { pattern };
     if (path) body.path = path;
-    return ((await this.client._json("POST", this.#fs("glob"), { json: body, signal: o.signal })).paths ?? []) as string[];
+    return ((await this.client._json("POST", this.#fs("glob"), { json: body, signal: o.signal, idempotent: true })).paths ?? []) as string[];
   }
 
   /** Lines matching `pattern` (RE2, or a plain string with `literal`) in files under `path` whose name matches `glob`. */
@@ -717,7 +768,7 @@ export class Workspace {
     if (o.literal) body.literal = true;
     if (o.ignoreCase) body.ignore_case = true;
     if (o.maxResults) body.max_results = o.maxResults;
-    const d = await this.client._json("POST", this.#fs("grep"), { json: body, signal: o.signal });
+    const d = await this.client._json("POST", this.#fs("grep"), { json: body, signal: o.signal, idempotent: true });
     return { matches: camelize(d.matches ?? []) as GrepMatch[], truncated: Boolean(d.truncated) };
   }
 
@@ -735,7 +786,7 @@ export class Workspace {
   async mkdir(path: string, o: RequestOptions & { parents?: boolean } = {}): Promise<void> {
     const body: Json = { path };
     if (o.parents) body.parents = true;
-    await this.client._send("POST", this.#fs("mkdir"), { json: body, signal: o.signal });
+    await this.client._send("POST", this.#fs("mkdir"), { json: body, signal: o.signal, idempotent: Boolean(o.parents) });
   }
 
   /** Removes a file, or a directory (a non-empty one only with `recursive`, else NotEmpty). */
@@ -750,7 +801,7 @@ export class Workspace {
 
   /** Copies the regular file `src` to `dst`. */
   async copy(src: string, dst: string, o: RequestOptions = {}): Promise<void> {
-    await this.client._send("POST", this.#fs("copy"), { json: { from: src, to: dst }, signal: o.signal });
+    await this.client._send("POST", this.#fs("copy"), { json: { from: src, to: dst }, signal: o.signal, idempotent: true });
   }
 
   /** Directory `path` ("" the root) as an uncompressed tar archive. */

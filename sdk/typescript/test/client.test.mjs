@@ -1,6 +1,6 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startDaemon, unique } from "./daemon.mjs";
+import { startDaemon, startProxy, freePort, unique } from "./daemon.mjs";
 import * as agentfs from "../dist/index.js";
 import {
   Client, Workspace, AgentFSError, NotFound, Exists, PathEscape, IsADirectory, NotEmpty, NotUnique, Unauthorized,
@@ -319,3 +319,43 @@ test("errors: classes keyed by code, status, path; connection failures", async (
   assert.throws(() => new Client({ url: daemon.url, token: "" }), TypeError);
   assert.ok(agentfs.DEFAULT_URL.startsWith("http://"));
 });
+
+test("retries: a refused connection is retried for every call, until the daemon listens", async () => withWs(async (ws) => {
+  const port = await freePort();
+  const late = new Client({ url: `http://127.0.0.1:${port}`, token: daemon.token, maxRetries: 5 });
+  let proxy;
+  const listening = new Promise((r) => setTimeout(async () => { proxy = await startProxy(daemon.url, { port }); r(); }, 250));
+  try {
+    // exec is not idempotent, but a refused connection carried nothing to the daemon.
+    const r = await late.workspace(ws.name).exec("echo ran >> log; cat log");
+    assert.equal(r.stdout, "ran\n");
+    await listening;
+    assert.equal(proxy.connections(), 1);
+  } finally { await listening; await proxy.close(); }
+  const never = new Client({ url: `http://127.0.0.1:${await freePort()}`, token: daemon.token, maxRetries: 0 });
+  const t0 = Date.now();
+  await assert.rejects(never.health(), ConnectionFailed);
+  assert.ok(Date.now() - t0 < 90, "maxRetries 0 does not wait");
+  assert.throws(() => new Client({ url: daemon.url, token: "x", maxRetries: -1 }), RangeError);
+}));
+
+test("retries: an idempotent call whose connection broke is sent again; exec is not", async () => withWs(async (ws) => {
+  await ws.write("a.txt", "A");
+  // Every connection's first answer is dropped after the daemon made it.
+  const proxy = await startProxy(daemon.url, { drop: (n) => n === 0 });
+  try {
+    const via = new Client({ url: proxy.url, token: daemon.token }).workspace(ws.name);
+    assert.deepEqual(await via.glob("*.txt"), ["a.txt"]);
+    assert.equal(proxy.connections(), 2);
+  } finally { await proxy.close(); }
+  const proxy2 = await startProxy(daemon.url, { drop: () => true });
+  try {
+    const via = new Client({ url: proxy2.url, token: daemon.token, maxRetries: 5 }).workspace(ws.name);
+    await assert.rejects(via.exec("echo ran >> log"), ConnectionFailed);
+    assert.equal(proxy2.connections(), 1, "the exec was sent once");
+    await assert.rejects(via.readText("a.txt"), (e) => e instanceof ConnectionFailed && /after 6 tries/.test(e.message));
+    assert.equal(proxy2.connections(), 7);
+  } finally { await proxy2.close(); }
+  // The daemon ran the command (its answer was dropped), once.
+  assert.equal(await ws.readText("log"), "ran\n");
+}));

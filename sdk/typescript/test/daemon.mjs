@@ -3,7 +3,7 @@
 // directory and token. Nothing is mocked.
 import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, writeFileSync, readFileSync, rmSync, openSync, closeSync } from "node:fs";
-import { createServer } from "node:net";
+import { createServer, connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 const REPO = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 export const TOKEN = "tssdk-test-admin-token";
 
-function freePort() {
+export function freePort() {
   return new Promise((resolve, reject) => {
     const s = createServer();
     s.on("error", reject);
@@ -72,4 +72,55 @@ let n = 0;
 /** A workspace name unique to this run. */
 export function unique(prefix) {
   return `${prefix}-${process.pid}-${++n}`;
+}
+
+/**
+ * A TCP proxy in front of the daemon at upstreamUrl, listening on 127.0.0.1:port
+ * (0: a free one), to break connections the way networks do. For the n-th
+ * connection (from 0), drop(n) true closes it when the daemon's answer begins
+ * (the request reached the daemon; no byte of the answer reaches the client);
+ * holdBodyMs delays what follows each answer's head. Resolves to
+ * { url, connections(), close() }.
+ */
+export function startProxy(upstreamUrl, { port = 0, drop = () => false, holdBodyMs = 0 } = {}) {
+  const up = new URL(upstreamUrl);
+  let conns = 0;
+  const sockets = new Set();
+  const server = createServer((client) => {
+    const n = conns++;
+    const upstream = connect(Number(up.port), up.hostname);
+    for (const s of [client, upstream]) { sockets.add(s); s.on("error", () => {}); s.on("close", () => sockets.delete(s)); }
+    client.on("data", (d) => upstream.write(d));
+    client.on("close", () => upstream.destroy());
+    upstream.on("close", () => client.destroy());
+    let head = Buffer.alloc(0);
+    let held = false;
+    upstream.on("data", (d) => {
+      if (drop(n)) { client.destroy(); return; }
+      if (!holdBodyMs) { client.write(d); return; }
+      if (held) return; // the queued rest is written after the hold
+      head = Buffer.concat([head, d]);
+      const end = head.indexOf("\r\n\r\n");
+      if (end < 0) return;
+      client.write(head.subarray(0, end + 4));
+      const rest = head.subarray(end + 4);
+      head = Buffer.alloc(0);
+      held = true;
+      upstream.pause();
+      setTimeout(() => {
+        if (rest.length) client.write(rest);
+        upstream.removeAllListeners("data");
+        upstream.on("data", (x) => client.write(x));
+        upstream.resume();
+      }, holdBodyMs);
+    });
+  });
+  return new Promise((resolve, reject) => {
+    server.on("error", reject);
+    server.listen(port, "127.0.0.1", () => resolve({
+      url: `http://127.0.0.1:${server.address().port}`,
+      connections: () => conns,
+      close: () => new Promise((r) => { for (const s of sockets) s.destroy(); server.close(() => r()); }),
+    }));
+  });
 }
