@@ -74,6 +74,12 @@ export interface ExecOptions extends RequestOptions {
   stdin?: string | Bytes;
   /** Seconds; default 120 (then the process tree is killed: timedOut, exit 137). */
   timeout?: number;
+  /**
+   * Seconds that bound exec's and execStream's HTTP request, the reading of its
+   * answer included (default: `timeout` + 60): past them the call rejects with
+   * Timeout and the daemon kills the command, its request gone.
+   */
+  requestTimeout?: number;
   /** Bytes of output kept (default 1 MiB). */
   outputLimit?: number;
   /** Output as Uint8Array, byte for byte (base64 on the wire). */
@@ -81,6 +87,20 @@ export interface ExecOptions extends RequestOptions {
 }
 
 type Json = Record<string, unknown>;
+
+// readErrors tells, for a response of Client._send, the error of a failed read
+// of its body: Canceled or Timeout when the caller's signal or the client's
+// timer fired, else ConnectionFailed.
+const readErrors = new WeakMap<Response, (e: unknown) => AgentFSError>();
+
+// readBody reads resp's body with read, failing with the error readErrors tells.
+async function readBody<T>(resp: Response, read: (r: Response) => Promise<T>): Promise<T> {
+  try {
+    return await read(resp);
+  } catch (e) {
+    throw (readErrors.get(resp) ?? ((x: unknown) => new ConnectionFailed("the answer broke off", { cause: x })))(e);
+  }
+}
 
 const env = (name: string): string | undefined =>
   (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.[name];
@@ -161,6 +181,13 @@ function jobInfo(d: Json, binary: boolean): JobInfo<string | Uint8Array> {
     j.error = errorFrom(String(e.code ?? ""), String(e.message ?? ""), String(e.path ?? ""));
   }
   return j;
+}
+
+// execTimeout is the seconds that bound an exec's HTTP request.
+function execTimeout(o: ExecOptions): number {
+  if (o.requestTimeout === undefined) return (o.timeout ?? DEFAULT_EXEC_TIMEOUT) + EXEC_MARGIN;
+  if (!(o.requestTimeout > 0)) throw new RangeError(`requestTimeout ${o.requestTimeout}: seconds, more than 0`);
+  return o.requestTimeout;
 }
 
 function execBody(command: Command, o: ExecOptions): Json {
@@ -332,6 +359,8 @@ export class Client {
         throw new ConnectionFailed(`${target}: no answer from ${this.url}${tries} (${String((e as Error)?.cause ?? e)}); is agentfs serve running there?`, { cause: e });
       }
     }
+    readErrors.set(resp, (e) => aborted(e, r.signal, timer, target, secs) ??
+      new ConnectionFailed(`${target}: the answer from ${this.url} broke off (${String((e as Error)?.cause ?? e)})`, { cause: e }));
     if (resp.ok) return resp;
     const text = await resp.text().catch(() => "");
     let err: Json | undefined;
@@ -345,10 +374,11 @@ export class Client {
   /** @internal Sends one request and returns its JSON answer. */
   async _json(method: string, path: string, r: Req = {}): Promise<Json> {
     const resp = await this._send(method, path, r);
+    const text = await readBody(resp, (x) => x.text());
     try {
-      return (await resp.json()) as Json;
+      return JSON.parse(text) as Json;
     } catch (e) {
-      throw aborted(e, r.signal, undefined, `${method} ${path}`, 0) ?? new ProtocolError(`${method} ${path}: the answer is not JSON`, { cause: e });
+      throw new ProtocolError(`${method} ${path}: the answer is not JSON: ${text.slice(0, 200)}`, { cause: e, status: resp.status });
     }
   }
 
@@ -450,16 +480,14 @@ export class ExecStream<T extends string | Uint8Array = string> implements Async
   #resp: Promise<Response>;
   #binary: boolean;
   #enc: string;
-  #signal: AbortSignal | undefined;
   #result: ExecResult<T> | undefined;
   #started = false;
 
   /** @internal */
-  constructor(resp: Promise<Response>, binary: boolean, encoding: string, signal: AbortSignal | undefined) {
+  constructor(resp: Promise<Response>, binary: boolean, encoding: string) {
     this.#resp = resp;
     this.#binary = binary;
     this.#enc = encoding;
-    this.#signal = signal;
     // The rejection is seen by whoever iterates.
     resp.catch(() => undefined);
   }
@@ -477,7 +505,7 @@ export class ExecStream<T extends string | Uint8Array = string> implements Async
         try {
           chunk = await reader.read();
         } catch (e) {
-          throw aborted(e, this.#signal, undefined, "exec stream", 0) ?? new ConnectionFailed("exec stream: the connection broke", { cause: e });
+          throw (readErrors.get(resp) ?? ((x: unknown) => new ConnectionFailed("exec stream: the connection broke", { cause: x })))(e);
         }
         if (chunk.done) break;
         buf += chunk.value;
@@ -682,7 +710,7 @@ export class Workspace {
   async exec<O extends ExecOptions>(command: Command, o?: O): Promise<ExecResult<Out<O["binary"]>>> {
     const opts = o ?? ({} as ExecOptions);
     const body = execBody(command, opts);
-    const d = await this.client._json("POST", this._path("/exec"), { json: body, timeout: (opts.timeout ?? DEFAULT_EXEC_TIMEOUT) + EXEC_MARGIN, signal: opts.signal });
+    const d = await this.client._json("POST", this._path("/exec"), { json: body, timeout: execTimeout(opts), signal: opts.signal });
     return execResult(d, Boolean(opts.binary)) as ExecResult<Out<O["binary"]>>;
   }
 
@@ -691,9 +719,9 @@ export class Workspace {
     const opts = o ?? ({} as ExecOptions);
     const body = execBody(command, opts);
     const resp = this.client._send("POST", this._path("/exec/stream"), {
-      json: body, accept: "application/x-ndjson", timeout: (opts.timeout ?? DEFAULT_EXEC_TIMEOUT) + EXEC_MARGIN, signal: opts.signal,
+      json: body, accept: "application/x-ndjson", timeout: execTimeout(opts), signal: opts.signal,
     });
-    return new ExecStream(resp, Boolean(opts.binary), String(body.encoding ?? "utf-8"), opts.signal);
+    return new ExecStream(resp, Boolean(opts.binary), String(body.encoding ?? "utf-8"));
   }
 
   /** Starts `command` in the background and resolves to its Job at once (without `timeout` it runs until it ends or is killed). */
@@ -719,7 +747,7 @@ export class Workspace {
   /** The file's content; NotFound, IsADirectory, PathEscape. */
   async readBytes(path: string, o: RequestOptions = {}): Promise<Uint8Array> {
     const resp = await this.client._send("GET", this.#file(path), o);
-    return new Uint8Array(await resp.arrayBuffer());
+    return new Uint8Array(await readBody(resp, (x) => x.arrayBuffer()));
   }
 
   /** The file's content decoded as UTF-8. */
@@ -807,7 +835,7 @@ export class Workspace {
   /** Directory `path` ("" the root) as an uncompressed tar archive. */
   async downloadTar(path = "", o: RequestOptions = {}): Promise<Uint8Array> {
     const resp = await this.client._send("GET", this._path("/tar/" + quotePath(path)), { timeout: 24 * 3600, signal: o.signal });
-    return new Uint8Array(await resp.arrayBuffer());
+    return new Uint8Array(await readBody(resp, (x) => x.arrayBuffer()));
   }
 
   /** Extracts the tar archive `data` into directory `path` (created with its parents); what it created and modified. */

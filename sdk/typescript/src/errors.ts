@@ -43,7 +43,7 @@ export class NotEmpty extends AgentFSError { static readonly code = "not_empty";
 export class NotUnique extends AgentFSError { static readonly code = "not_unique"; }
 /** The daemon's command policy refused the command (403). */
 export class PolicyRefused extends AgentFSError { static readonly code = "policy_refused"; }
-/** The request (or a job wait) ran out of time (504). */
+/** The request ran out of time: a job wait on the daemon (504), or the client's timeout, while waiting for the answer or reading it (status 0). */
 export class Timeout extends AgentFSError { static readonly code = "timeout"; }
 /** Concurrent changes collide: a commit's base moved, a lease was lost (409). */
 export class Conflict extends AgentFSError { static readonly code = "conflict"; }

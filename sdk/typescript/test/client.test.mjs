@@ -359,3 +359,23 @@ test("retries: an idempotent call whose connection broke is sent again; exec is 
   // The daemon ran the command (its answer was dropped), once.
   assert.equal(await ws.readText("log"), "ran\n");
 }));
+
+test("timeouts: the client's timeout firing while the answer is read rejects with Timeout", async () => withWs(async (ws) => {
+  // A streamed command prints once, then sleeps past the request's timeout.
+  const t0 = Date.now();
+  const s = ws.execStream("echo once; sleep 5; echo late", { requestTimeout: 1 });
+  const seen = [];
+  await assert.rejects((async () => { for await (const c of s) seen.push(c.data); })(),
+    (e) => e instanceof Timeout && !(e instanceof ConnectionFailed) && /within 1 s/.test(e.message));
+  assert.deepEqual(seen, ["once\n"]);
+  assert.ok(Date.now() - t0 < 4000, "rejected when the timeout fired, before the command's end");
+  assert.throws(() => ws.execStream("true", { requestTimeout: 0 }), RangeError);
+  // A JSON answer and a file's bytes whose body is held past the client's timeout.
+  await ws.write("a.txt", "A");
+  const proxy = await startProxy(daemon.url, { holdBodyMs: 3000 });
+  try {
+    const via = new Client({ url: proxy.url, token: daemon.token, timeout: 1 }).workspace(ws.name);
+    await assert.rejects(via.stat("a.txt"), Timeout);
+    await assert.rejects(via.readBytes("a.txt"), Timeout);
+  } finally { await proxy.close(); }
+}));
