@@ -260,11 +260,6 @@ func (w *statusWriter) Flush() {
 	}
 }
 
-// errorBody is the JSON body of every failed request.
-type errorBody struct {
-	Error *apierr.Error `json:"error"`
-}
-
 // fail writes err as the error body, unless a response was already
 // started (then the connection is all that is left to tell the client).
 func (s *Server) fail(c *call, err error) {
@@ -281,7 +276,7 @@ func (s *Server) fail(c *call, err error) {
 	if e.Code == apierr.Unauthorized {
 		c.w.Header().Set("WWW-Authenticate", `Bearer realm="agentfs"`)
 	}
-	writeJSON(c.w, e.Status(), errorBody{e})
+	apierr.Write(c.w, e)
 }
 
 // writeJSON writes v as the response with status.

@@ -12,6 +12,7 @@ package apierr
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -260,4 +261,23 @@ func From(err error, path string) *Error {
 		return ae
 	}
 	return &Error{Code: CodeOf(err), Message: err.Error(), Path: path, err: err}
+}
+
+// Write answers err over HTTP as every agentfs serve door does: the status
+// of its code and the body {"error": {"code", "message", "path"}} as JSON
+// (with <, > and & not escaped). err is classified as From(err, "") does,
+// so an *Error keeps its code and path. Headers that depend on the door
+// (Retry-After, WWW-Authenticate) are the caller's to set first.
+func Write(w http.ResponseWriter, err error) {
+	e := From(err, "")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status())
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(body{e})
+}
+
+// body is the JSON body of every failed HTTP request.
+type body struct {
+	Error *Error `json:"error"`
 }

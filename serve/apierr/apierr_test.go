@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"io/fs"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,5 +154,28 @@ func TestFromKeepsPath(t *testing.T) {
 	orig := New(Busy, "too many commands")
 	if got := From(orig, "x"); got.Code != Busy || got.Path != "x" || orig.Path != "" {
 		t.Errorf("From(*Error) = %+v, original %+v", got, orig)
+	}
+}
+
+// TestWrite checks the one HTTP error answer: the code's status, JSON, the
+// body {"error": {...}} with the path kept and nothing HTML-escaped.
+func TestWrite(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		status int
+		body   string
+	}{
+		{From(fmt.Errorf("read %q: %w", "a<b", fs.ErrNotExist), "a<b"), 404,
+			`{"error":{"code":"not_found","message":"read \"a<b\": file does not exist","path":"a<b"}}`},
+		{New(Busy, "too many commands"), 429, `{"error":{"code":"busy","message":"too many commands"}}`},
+		{errors.New("boom"), 500, `{"error":{"code":"internal","message":"boom"}}`},
+	} {
+		rec := httptest.NewRecorder()
+		Write(rec, tc.err)
+		if rec.Code != tc.status || rec.Header().Get("Content-Type") != "application/json" ||
+			strings.TrimSpace(rec.Body.String()) != tc.body {
+			t.Errorf("Write(%v): %d %q %s, want %d application/json %s", tc.err, rec.Code,
+				rec.Header().Get("Content-Type"), rec.Body.String(), tc.status, tc.body)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -36,16 +35,9 @@ func NewHandler(resolve Resolver, opts Options) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := resolve(r)
 		if err != nil {
-			writeError(w, apierr.From(err, ""))
+			apierr.Write(w, err)
 			return
 		}
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), workspaceKey{}, ws)))
 	})
-}
-
-// writeError answers e as the HTTP API does.
-func writeError(w http.ResponseWriter, e *apierr.Error) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(e.Status())
-	_ = json.NewEncoder(w).Encode(map[string]*apierr.Error{"error": e})
 }
