@@ -1,13 +1,10 @@
 package serve
 
 import (
-	"context"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/agentfs/agentfs/serve/workspace"
 )
 
 // metrics are the server's Prometheus metrics.
@@ -41,7 +38,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "agentfs_serve_workspaces_mounted",
 			Help: "Workspaces mounted now.",
-		}, func() float64 { return float64(s.mounted()) }),
+		}, func() float64 { return float64(s.mgr.Mounted()) }),
 	}
 	for _, c := range gauges {
 		if err := reg.Register(c); err != nil {
@@ -58,21 +55,4 @@ func (m *metrics) observe(route string, status int, d time.Duration) {
 	}
 	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
 	m.latency.WithLabelValues(route).Observe(d.Seconds())
-}
-
-// mounted counts the mounted workspaces.
-func (s *Server) mounted() int {
-	ctx, cancel := context.WithTimeout(s.base, 5*time.Second)
-	defer cancel()
-	list, err := s.mgr.List(ctx)
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for _, in := range list {
-		if in.Status == workspace.StatusMounted {
-			n++
-		}
-	}
-	return n
 }
