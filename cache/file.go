@@ -225,6 +225,11 @@ func (v *Volume) releaseNode(n *node) error {
 	if !last {
 		return nil
 	}
+	// The last release persists the node's record and drops the node
+	// under v.mu (read), so that a namespace change (v.mu exclusive) sees
+	// either the open node or the persisted record, never the node gone
+	// and the record not yet written.
+	v.mu.RLock()
 	n.mu.Lock()
 	err := v.persistNode(n)
 	orphan := n.rec.Nlink == 0
@@ -237,6 +242,7 @@ func (v *Volume) releaseNode(n *node) error {
 		orphan = false
 	}
 	v.nodesMu.Unlock()
+	v.mu.RUnlock()
 	if orphan {
 		v.mu.Lock()
 		derr := v.update(func(txn *ktxn, d *delta) error {
