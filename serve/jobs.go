@@ -28,6 +28,10 @@ type job struct {
 	workspace string
 	encoding  string
 	j         *exec.Job
+	// freed is closed once the ended job has given back its command slot
+	// and its hold on the workspace, so that a client told the job ended
+	// (wait, kill) may start another command at once.
+	freed chan struct{}
 }
 
 // jobTable holds the jobs of every workspace under server-wide ids.
@@ -44,7 +48,7 @@ func (t *jobTable) add(ws, enc string, j *exec.Job) *job {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.next++
-	jb := &job{id: "job-" + strconv.Itoa(t.next), workspace: ws, encoding: enc, j: j}
+	jb := &job{id: "job-" + strconv.Itoa(t.next), workspace: ws, encoding: enc, j: j, freed: make(chan struct{})}
 	if t.jobs[ws] == nil {
 		t.jobs[ws] = map[string]*job{}
 	}
@@ -158,13 +162,14 @@ func (s *Server) startJob(c *call) error {
 		release()
 		return err
 	}
+	jb := s.jobs.add(c.ws.Name, req.Encoding, j)
 	h := c.hold()
 	go func(h *workspace.Handle) {
 		<-j.Done()
 		release()
 		h.Release()
+		close(jb.freed)
 	}(h)
-	jb := s.jobs.add(c.ws.Name, req.Encoding, j)
 	writeJSON(c.w, http.StatusCreated, jb.info(false))
 	return nil
 }
@@ -210,7 +215,7 @@ func (s *Server) waitJob(c *call) error {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
-	case <-jb.j.Done():
+	case <-jb.freed:
 	case <-timer.C:
 		return apierr.New(apierr.Timeout, "job %s still runs after %v s", jb.id, secs)
 	case <-ctx.Done():
@@ -228,6 +233,11 @@ func (s *Server) killJob(c *call) error {
 		return err
 	}
 	jb.j.Kill()
+	select {
+	case <-jb.freed:
+	case <-c.r.Context().Done():
+		return c.r.Context().Err()
+	}
 	writeJSON(c.w, http.StatusOK, jb.info(true))
 	return nil
 }
