@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 
 	"cloud.google.com/go/auth/credentials"
 	"cloud.google.com/go/storage"
@@ -31,6 +32,9 @@ type gcsDriver struct {
 	c      *storage.Client
 	bucket *storage.BucketHandle
 	name   string
+	// kmsKey is the Cloud KMS key (customer-managed encryption key) every
+	// object is written with; "" = the bucket's default encryption.
+	kmsKey string
 }
 
 var _ Driver = (*gcsDriver)(nil)
@@ -43,8 +47,9 @@ func openGCS(ctx context.Context, u *url.URL, _ bool) (Driver, string, error) {
 	if u.User != nil {
 		return nil, "", fmt.Errorf("gs URLs take no credentials: use Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS or `gcloud auth application-default login`)")
 	}
-	if len(u.Query()) > 0 {
-		return nil, "", fmt.Errorf("gs URLs take no options (set STORAGE_EMULATOR_HOST to use an emulator)")
+	kmsKey, err := gcsKMSKey(u.Query())
+	if err != nil {
+		return nil, "", err
 	}
 	var copts []option.ClientOption
 	if os.Getenv("STORAGE_EMULATOR_HOST") == "" {
@@ -61,12 +66,29 @@ func openGCS(ctx context.Context, u *url.URL, _ bool) (Driver, string, error) {
 		return nil, "", fmt.Errorf("create the Google Cloud Storage client: %w", err)
 	}
 	c.SetRetry(storage.WithPolicy(storage.RetryNever))
-	d := &gcsDriver{c: c, bucket: c.Bucket(u.Host), name: u.Host}
+	d := &gcsDriver{c: c, bucket: c.Bucket(u.Host), name: u.Host, kmsKey: kmsKey}
 	if _, err := d.bucket.Attrs(ctx); err != nil {
 		_ = c.Close()
 		return nil, "", d.openError(ctx, show, err)
 	}
 	return d, trimSlashes(u.Path), nil
+}
+
+// gcsKMSKey reads the one option a gs:// URL takes: kms_key, the resource
+// name of a Cloud KMS key (projects/P/locations/L/keyRings/R/cryptoKeys/K)
+// that encrypts every object written (customer-managed encryption keys).
+// Without it the bucket's default encryption applies.
+func gcsKMSKey(q url.Values) (string, error) {
+	for k := range q {
+		if k != "kms_key" {
+			return "", fmt.Errorf("unknown gs URL option %q: the only option is kms_key=projects/P/locations/L/keyRings/R/cryptoKeys/K (set STORAGE_EMULATOR_HOST to use an emulator)", k)
+		}
+	}
+	key := q.Get("kms_key")
+	if q.Has("kms_key") && (!strings.HasPrefix(key, "projects/") || !strings.Contains(key, "/cryptoKeys/")) {
+		return "", fmt.Errorf("gs URL option kms_key=%q is not a Cloud KMS key name: write kms_key=projects/P/locations/L/keyRings/R/cryptoKeys/K", key)
+	}
+	return key, nil
 }
 
 // openError turns a failed bucket check into an error that says what to do.
@@ -122,6 +144,7 @@ func (d *gcsDriver) Put(ctx context.Context, key string, r io.Reader, size int64
 	defer cancel()
 	w := o.NewWriter(wctx)
 	w.ContentType = "application/octet-stream"
+	w.KMSKeyName = d.kmsKey
 	if size >= 0 && size <= gcsChunkSize {
 		w.ChunkSize = 0 // one request, no buffering
 	} else {

@@ -46,12 +46,17 @@ type s3Driver struct {
 	bucket string
 	// bufs recycles part buffers of s3PartSize bytes.
 	bufs sync.Pool
+	// sse is the server-side encryption asked of S3 for every object
+	// written ("" = the bucket's default); kmsKeyID the KMS key of
+	// aws:kms ("" = the account's default aws/s3 key).
+	sse      types.ServerSideEncryption
+	kmsKeyID string
 }
 
 var _ Driver = (*s3Driver)(nil)
 
 // s3Query lists the query options an s3:// URL accepts.
-var s3Query = map[string]bool{"endpoint": true, "region": true, "path_style": true, "profile": true}
+var s3Query = map[string]bool{"endpoint": true, "region": true, "path_style": true, "profile": true, "sse": true, "sse_kms_key_id": true}
 
 func openS3(ctx context.Context, u *url.URL, _ bool) (Driver, string, error) {
 	show := storeURL(u)
@@ -62,8 +67,12 @@ func openS3(ctx context.Context, u *url.URL, _ bool) (Driver, string, error) {
 	q := u.Query()
 	for k := range q {
 		if !s3Query[k] {
-			return nil, "", fmt.Errorf("unknown s3 URL option %q: the options are endpoint, region, path_style and profile", k)
+			return nil, "", fmt.Errorf("unknown s3 URL option %q: the options are endpoint, region, path_style, profile, sse and sse_kms_key_id", k)
 		}
+	}
+	sse, kmsKeyID, err := s3Encryption(q)
+	if err != nil {
+		return nil, "", err
 	}
 	var lopts []func(*config.LoadOptions) error
 	lopts = append(lopts, config.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }))
@@ -122,13 +131,40 @@ func openS3(ctx context.Context, u *url.URL, _ bool) (Driver, string, error) {
 		// the SDK cannot check on GET; it would log that on every read.
 		o.DisableLogOutputChecksumValidationSkipped = true
 	})
-	d := &s3Driver{c: c, bucket: bucket}
+	d := &s3Driver{c: c, bucket: bucket, sse: sse, kmsKeyID: kmsKeyID}
 	d.bufs.New = func() any { b := make([]byte, s3PartSize); return &b }
 
 	if _, err := c.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(bucket)}); err != nil {
 		return nil, "", d.openError(ctx, show, err)
 	}
 	return d, trimSlashes(u.Path), nil
+}
+
+// s3Encryption reads the server-side encryption options of an s3:// URL:
+// sse=AES256 (SSE-S3: keys managed by S3) or sse=aws:kms (SSE-KMS), the
+// latter with an optional sse_kms_key_id=KEY (a key id, alias or ARN; the
+// account's aws/s3 key when absent). Neither option: the bucket's default
+// encryption applies.
+func s3Encryption(q url.Values) (types.ServerSideEncryption, string, error) {
+	sse, key := q.Get("sse"), q.Get("sse_kms_key_id")
+	switch {
+	case q.Has("sse") && sse != string(types.ServerSideEncryptionAes256) && sse != string(types.ServerSideEncryptionAwsKms):
+		return "", "", fmt.Errorf("s3 URL option sse=%q must be AES256 (keys managed by S3) or aws:kms (with sse_kms_key_id=KEY for a key of your own)", sse)
+	case q.Has("sse_kms_key_id") && key == "":
+		return "", "", fmt.Errorf("s3 URL option sse_kms_key_id is empty: give a KMS key id, alias or ARN, or leave the option out to use the account's aws/s3 key")
+	case key != "" && sse != string(types.ServerSideEncryptionAwsKms):
+		return "", "", fmt.Errorf("s3 URL option sse_kms_key_id needs sse=aws:kms (got sse=%q)", sse)
+	}
+	return types.ServerSideEncryption(sse), key, nil
+}
+
+// encryption returns the server-side encryption fields of a PutObject or
+// CreateMultipartUpload (zero: the bucket's default).
+func (d *s3Driver) encryption() (types.ServerSideEncryption, *string) {
+	if d.kmsKeyID == "" {
+		return d.sse, nil
+	}
+	return d.sse, aws.String(d.kmsKeyID)
 }
 
 // openError turns a failed HeadBucket into an error that says what to do.
@@ -210,6 +246,7 @@ func (d *s3Driver) putObject(ctx context.Context, key string, data []byte, opts 
 	if opts.IfAbsent {
 		in.IfNoneMatch = aws.String("*")
 	}
+	in.ServerSideEncryption, in.SSEKMSKeyId = d.encryption()
 	_, err := d.c.PutObject(ctx, in)
 	return err
 }
@@ -230,12 +267,14 @@ func partSizeFor(n int, size int64) int64 {
 // s3PartsInFlight parts at a time. Any failure aborts the upload, so no parts
 // are left behind (and billed).
 func (d *s3Driver) putMultipart(ctx context.Context, key string, r io.Reader, first []byte, size int64, opts PutOptions) (err error) {
-	cr, err := d.c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
+	cin := &s3.CreateMultipartUploadInput{
 		Bucket:            aws.String(d.bucket),
 		Key:               aws.String(key),
 		ContentType:       aws.String("application/octet-stream"),
 		ChecksumAlgorithm: types.ChecksumAlgorithmCrc32,
-	})
+	}
+	cin.ServerSideEncryption, cin.SSEKMSKeyId = d.encryption()
+	cr, err := d.c.CreateMultipartUpload(ctx, cin)
 	if err != nil {
 		return err
 	}

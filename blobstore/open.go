@@ -34,8 +34,8 @@ func Schemes() []string {
 //	file:///abs/path            a directory on the local disk (see Options.Create)
 //	mem://[name][/prefix]       a process-local in-memory store (for tests);
 //	                            stores opened with the same name share objects
-//	s3://[KEY:SECRET@]bucket[/prefix][?endpoint=URL&region=R&path_style=true&profile=P]
-//	gs://bucket[/prefix]
+//	s3://[KEY:SECRET@]bucket[/prefix][?endpoint=URL&region=R&path_style=true&profile=P&sse=S&sse_kms_key_id=K]
+//	gs://bucket[/prefix][?kms_key=projects/P/locations/L/keyRings/R/cryptoKeys/K]
 //
 // The path of the URL becomes a key prefix: the Store sees only the keys
 // under it. s3:// uses the standard AWS credential chain (environment,
@@ -45,6 +45,13 @@ func Schemes() []string {
 // in errors). gs:// uses Application Default Credentials, or the emulator
 // without authentication when STORAGE_EMULATOR_HOST is set. Open checks
 // that the bucket exists and that credentials were found.
+//
+// Server-side encryption: on s3://, sse=AES256 (SSE-S3) or sse=aws:kms
+// (SSE-KMS, with sse_kms_key_id=K for a key id, alias or ARN of your own;
+// the account's aws/s3 key otherwise) is asked of S3 for every object
+// written; on gs://, kms_key names the Cloud KMS key (a customer-managed
+// encryption key) every object is written with. Without them the bucket's
+// default encryption applies. Reads need nothing: the store decrypts.
 //
 // A malformed URL, an unknown scheme, a missing bucket or missing
 // credentials is a KindPermanent *Error that names the URL (without

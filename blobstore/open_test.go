@@ -70,7 +70,7 @@ func TestOpenBadURLs(t *testing.T) {
 	openErr(t, "s3://bucket?endpoint=http://127.0.0.1:9000&path_style=maybe", perm, "true or false")
 	openErr(t, "s3://KEYONLY@bucket?endpoint=http://127.0.0.1:9000", perm, "KEY:SECRET@bucket")
 	openErr(t, "gs:///prefix", perm, "needs a bucket")
-	openErr(t, "gs://bucket?endpoint=x", perm, "no options")
+	openErr(t, "gs://bucket?endpoint=x", perm, `unknown gs URL option "endpoint"`)
 	openErr(t, "gs://user:pw@bucket", perm, "no credentials")
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -83,6 +84,18 @@ type minioServer struct {
 	log      *syncBuffer
 }
 
+// MinIOKMSKeyID is the name of the KMS key the test MinIO server holds: an
+// s3:// URL of StartMinIO with sse=aws:kms&sse_kms_key_id=MinIOKMSKeyID
+// writes objects encrypted with it (sse=AES256 uses it too).
+const MinIOKMSKeyID = "agentfs-test-key"
+
+// kmsKey returns 32 random bytes: the key material of MinIOKMSKeyID.
+func kmsKey() []byte {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return b
+}
+
 var minio = &shared[*minioServer]{start: startMinIO, stop: (*minioServer).stop}
 
 // StartMinIO returns the URL of a new, empty bucket on a MinIO server
@@ -160,6 +173,10 @@ func tryStartMinIO(bin string) (*minioServer, error) {
 		"MINIO_BROWSER=off",
 		"MINIO_UPDATE=off",
 		"MINIO_CONFIG_ENV_FILE=",
+		// A built-in KMS key, so that server-side encryption (SSE-S3 and
+		// SSE-KMS with MinIOKMSKeyID) can be tested. Objects written
+		// without an encryption header stay unencrypted.
+		"MINIO_KMS_SECRET_KEY="+MinIOKMSKeyID+":"+base64.StdEncoding.EncodeToString(kmsKey()),
 	)
 	cmd.Stdout = srv.log
 	cmd.Stderr = srv.log
