@@ -267,28 +267,60 @@ func parseUser(u string) (uid, gid int, err error) {
 // controllers, and of other hosts sharing the engine, are left alone.
 // NewDocker calls it; operators may too.
 func RemoveStaleContainers(ctx context.Context, cli *client.Client) error {
-	host, _ := os.Hostname()
-	list, err := cli.ContainerList(ctx, container.ListOptions{
-		All: true,
-		Filters: filters.NewArgs(
-			filters.Arg("label", LabelBackend+"=1"),
-			filters.Arg("label", LabelOwnerHost+"="+host),
-		),
-	})
+	_, err := removeContainers(ctx, cli, nil, ownerAlive)
+	return err
+}
+
+// RemoveContainers removes (killing what runs in them) the containers of
+// docker backends on this host that carry every label of labels (NewDocker's
+// DockerOptions.Labels), whether their owner runs or not, and returns how
+// many it removed. It connects to the engine from the environment, as
+// NewDocker does; an engine that does not answer gives ErrDockerUnavailable.
+// A controller that owns labels it alone uses (agentfs serve: its state
+// directory) calls it when it starts, to clean up after a predecessor
+// killed with kill -9.
+func RemoveContainers(ctx context.Context, labels map[string]string) (int, error) {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
-		return fmt.Errorf("listing agentfs containers: %w", err)
+		return 0, fmt.Errorf("%w: %w", ErrDockerUnavailable, err)
+	}
+	defer func() { _ = cli.Close() }()
+	if _, err := cli.Ping(ctx); err != nil {
+		return 0, fmt.Errorf("%w at %s: %w", ErrDockerUnavailable, cli.DaemonHost(), err)
+	}
+	return removeContainers(ctx, cli, labels, func(map[string]string) bool { return false })
+}
+
+// removeContainers removes the agentfs containers of this host that carry
+// labels and for which keep is false, and returns how many it removed.
+func removeContainers(ctx context.Context, cli *client.Client, labels map[string]string, keep func(labels map[string]string) bool) (int, error) {
+	host, _ := os.Hostname()
+	args := filters.NewArgs(
+		filters.Arg("label", LabelBackend+"=1"),
+		filters.Arg("label", LabelOwnerHost+"="+host),
+	)
+	for k, v := range labels {
+		args.Add("label", k+"="+v)
+	}
+	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
+	if err != nil {
+		return 0, fmt.Errorf("listing agentfs containers: %w", err)
 	}
 	var errs []error
+	n := 0
 	for _, c := range list {
-		if ownerAlive(c.Labels) {
+		if keep(c.Labels) {
 			continue
 		}
 		err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
-		if err != nil && !errdefs.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("removing stale container %s: %w", c.ID, err))
+		switch {
+		case err == nil:
+			n++
+		case !errdefs.IsNotFound(err):
+			errs = append(errs, fmt.Errorf("removing container %s: %w", c.ID, err))
 		}
 	}
-	return errors.Join(errs...)
+	return n, errors.Join(errs...)
 }
 
 // ownerAlive reports whether the controller named by a container's labels

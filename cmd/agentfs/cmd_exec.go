@@ -30,19 +30,62 @@ const (
 var execMountSeams func(ctx context.Context, dir string) (exec.Syncer, exec.ChangeTracker, error)
 
 type execFlags struct {
-	backend     string
-	image       string
+	backendFlags
 	timeout     time.Duration
 	env         []string
 	cwd         string
 	outputLimit int64
-	user        string
-	network     bool
-	memory      string
-	cpus        float64
-	pids        int64
 	deny        bool
 	changes     bool
+}
+
+// backendFlags are the flags that choose an exec backend and its docker
+// options (agentfs exec, run and serve).
+type backendFlags struct {
+	backend string
+	image   string
+	user    string
+	network bool
+	memory  string
+	cpus    float64
+	pids    int64
+}
+
+// dockerFlagNames are the flags of the docker backend's options.
+var dockerFlagNames = []string{"image", "user", "network", "memory", "cpus", "pids"}
+
+// addBackendFlags registers the backend flags; what says what they choose
+// ("the command's", "the workspaces' default").
+func addBackendFlags(c *cobra.Command, f *backendFlags, what string) {
+	fl := c.Flags()
+	fl.StringVar(&f.backend, "backend", exec.TypeLocal, "where to run "+what+" commands: local (this host) or docker (a container)")
+	fl.StringVar(&f.image, "image", "", "image for --backend docker (required there; never pulled)")
+	fl.StringVar(&f.user, "user", "", "uid:gid to run as with --backend docker (default: the owner of the workspace directory; root needs 0:0)")
+	fl.BoolVar(&f.network, "network", false, "give the docker container a network (default: none)")
+	fl.StringVar(&f.memory, "memory", "", "memory limit of the docker container, e.g. 512m, 2g (default: none)")
+	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the docker container, e.g. 1.5 (default: none)")
+	fl.Int64Var(&f.pids, "pids", 0, fmt.Sprintf("process limit of the docker container (default %d)", exec.DefaultPidsLimit))
+}
+
+// spec returns the backend the flags choose, unvalidated (exec.Spec.New
+// and the serve manager validate it).
+func (f *backendFlags) spec(cmd *cobra.Command) (exec.Spec, error) {
+	if f.cpus < 0 || f.pids < 0 {
+		return exec.Spec{}, usageErrorf(cmd, "--cpus and --pids cannot be negative (0 means no limit, or the default)")
+	}
+	s := exec.Spec{Type: f.backend, Image: f.image, User: f.user, Network: f.network, CPUs: f.cpus, Pids: f.pids}
+	switch f.backend {
+	case exec.TypeLocal, exec.TypeDocker:
+	default:
+		return s, usageErrorf(cmd, "--backend %q: want local or docker", f.backend)
+	}
+	if f.memory != "" {
+		var err error
+		if s.Memory, err = units.RAMInBytes(f.memory); err != nil {
+			return s, usageErrorf(cmd, "--memory %q: %w", f.memory, err)
+		}
+	}
+	return s, nil
 }
 
 func newExecCmd() *cobra.Command {
@@ -87,18 +130,12 @@ is in blob storage (a sync) before it exits.`,
 // addExecFlags registers the options of `agentfs exec` (shared by
 // `agentfs run`).
 func addExecFlags(c *cobra.Command, f *execFlags) {
+	addBackendFlags(c, &f.backendFlags, "the")
 	fl := c.Flags()
-	fl.StringVar(&f.backend, "backend", "local", "where to run: local (this host) or docker (a container)")
-	fl.StringVar(&f.image, "image", "", "image for --backend docker (required there; never pulled)")
 	fl.Var(timeoutFlag{&f.timeout}, "timeout", "kill the command's process tree after this long and exit 124 (0: no timeout)")
 	fl.StringArrayVar(&f.env, "env", nil, "set K=V in the command's environment (repeatable)")
 	fl.StringVar(&f.cwd, "cwd", "", "working directory, relative to DIR (must stay inside it)")
 	fl.Int64Var(&f.outputLimit, "output-limit", 0, "pass at most N bytes of output (stdout and stderr together), drop the rest (0: no limit)")
-	fl.StringVar(&f.user, "user", "", "uid:gid to run as with --backend docker (default: the owner of DIR)")
-	fl.BoolVar(&f.network, "network", false, "give the docker container a network (default: none)")
-	fl.StringVar(&f.memory, "memory", "", "memory limit of the docker container, e.g. 512m, 2g (default: none)")
-	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the docker container, e.g. 1.5 (default: none)")
-	fl.Int64Var(&f.pids, "pids", 0, fmt.Sprintf("process limit of the docker container (default %d)", exec.DefaultPidsLimit))
 	fl.BoolVar(&f.deny, "deny-dangerous", false, "refuse known-dangerous commands (rm -rf /, curl | sh, ...); a safety net, not a sandbox")
 	fl.BoolVar(&f.changes, "changes", false, "print the paths the command created (A), modified (M) and deleted (D) to stderr")
 }
@@ -115,8 +152,22 @@ func runExec(cmd *cobra.Command, f *execFlags, dir string, argv []string) error 
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if f.outputLimit < 0 || f.cpus < 0 || f.pids < 0 {
-		return usageErrorf(cmd, "--output-limit, --cpus and --pids cannot be negative (0 means no limit, or the default)")
+	if f.outputLimit < 0 {
+		return usageErrorf(cmd, "--output-limit cannot be negative (0 means no limit)")
+	}
+	spec, err := f.spec(cmd)
+	if err != nil {
+		return err
+	}
+	if spec.Docker() && spec.Image == "" {
+		return usageErrorf(cmd, "--backend docker needs --image")
+	}
+	if !spec.Docker() {
+		for _, name := range dockerFlagNames {
+			if cmd.Flags().Changed(name) {
+				return usageErrorf(cmd, "--%s needs --backend docker", name)
+			}
+		}
 	}
 	opts := exec.Options{ChangeTracker: exec.NoChanges{}}
 	if f.changes {
@@ -144,30 +195,7 @@ func runExec(cmd *cobra.Command, f *execFlags, dir string, argv []string) error 
 		env[k] = v
 	}
 
-	var b *exec.Backend
-	var err error
-	switch f.backend {
-	case "local":
-		for _, name := range []string{"image", "user", "network", "memory", "cpus", "pids"} {
-			if cmd.Flags().Changed(name) {
-				return usageErrorf(cmd, "--%s needs --backend docker", name)
-			}
-		}
-		b, err = exec.NewLocal(dir, opts)
-	case "docker":
-		if f.image == "" {
-			return usageErrorf(cmd, "--backend docker needs --image")
-		}
-		d := exec.DockerOptions{Options: opts, Image: f.image, User: f.user, Network: f.network, CPUs: f.cpus, Pids: f.pids}
-		if f.memory != "" {
-			if d.Memory, err = units.RAMInBytes(f.memory); err != nil {
-				return usageErrorf(cmd, "--memory %q: %w", f.memory, err)
-			}
-		}
-		b, err = exec.NewDocker(ctx, dir, d)
-	default:
-		return usageErrorf(cmd, "--backend %q: want local or docker", f.backend)
-	}
+	b, err := spec.New(ctx, dir, opts, nil)
 	if err != nil {
 		return execFail(cmd, err)
 	}
