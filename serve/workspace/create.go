@@ -54,6 +54,9 @@ func (m *Manager) validate(req CreateRequest) (string, error) {
 	if req.Lifetime < 0 {
 		return "", fmt.Errorf("workspace %s: negative lifetime %v: %w", name, req.Lifetime, ErrInvalidArgument)
 	}
+	if err := m.spec(record{Backend: req.Backend}).Validate(); err != nil {
+		return "", fmt.Errorf("workspace %s: %w: %w", name, ErrInvalidArgument, err)
+	}
 	if req.DeleteOnExpiry && req.Lifetime == 0 {
 		return "", fmt.Errorf("workspace %s: delete on expiry needs a lifetime: %w", name, ErrInvalidArgument)
 	}
@@ -76,6 +79,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Info, error) {
 	rec := record{
 		Name: req.Name, Branch: branch, Store: blobstore.DisplayURL(m.url), State: stateCreating, Created: now, LastUsed: now,
 		DeleteOnExpiry: req.DeleteOnExpiry, Virtual: req.Virtual, Base: req.Base, From: req.From, Metadata: req.Metadata,
+		Backend: req.Backend,
 	}
 	if req.Lifetime > 0 {
 		t := now.Add(req.Lifetime)
@@ -137,7 +141,15 @@ func (m *Manager) createBranch(ctx context.Context, req CreateRequest, branch st
 			_ = hd.Close()
 		}
 	case req.From == "":
-		_, err = m.repo.CreateBranchEmpty(ctx, branch, 0o755, uint32(os.Getuid()), uint32(os.Getgid()), m.now(), host, "agentfs serve: workspace "+req.Name)
+		// The root belongs to the user that runs the commands, so that
+		// they can write in it: the daemon's, or the container's.
+		uid, gid := os.Getuid(), os.Getgid()
+		if s := m.spec(record{Backend: req.Backend}); s.Docker() {
+			if u, g, ok := s.UID(); ok {
+				uid, gid = u, g
+			}
+		}
+		_, err = m.repo.CreateBranchEmpty(ctx, branch, 0o755, uint32(uid), uint32(gid), m.now(), host, "agentfs serve: workspace "+req.Name)
 		if errors.Is(err, snapshot.ErrCommitExists) {
 			err = fmt.Errorf("%w: %w", ErrExists, err)
 		}
@@ -254,7 +266,7 @@ func (m *Manager) delete(ctx context.Context, name string, force bool) error {
 		case !mt.alive():
 			ws.mnt = nil
 		default:
-			if b, berr := m.newBackend(mt.ctl); berr == nil {
+			if b, berr := m.newBackend(ctx, mt.ctl, ws.rec); berr == nil {
 				mt.backend = b // unmount closed the old one
 			}
 		}

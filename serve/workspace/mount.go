@@ -74,10 +74,12 @@ type Handle struct {
 	// Control is the mount's control client (sync, status, history,
 	// virtual diff/commit/discard).
 	Control *control.Client
-	// Backend is a local exec.Backend rooted at MountPoint with the
+	// Backend is the workspace's exec.Backend (local, or docker with one
+	// container per mount: see Spec) rooted at MountPoint with the
 	// mount's sync barrier and change tracker. It is shared by every
 	// Handle of this mount; do not Close it (the manager does, at
-	// unmount, which kills the commands still running in it).
+	// unmount, which kills the commands still running in it and removes
+	// its container).
 	Backend *exec.Backend
 	// Virtual reports a virtual (copy-on-write) workspace.
 	Virtual bool
@@ -214,7 +216,7 @@ func (m *Manager) unmountLocked(ctx context.Context, ws *wsState) {
 	var fresh *exec.Backend
 	if err != nil {
 		m.log.Error("unmount failed; the workspace stays mounted", "workspace", ws.rec.Name, "err", err)
-		fresh, _ = m.newBackend(mt.ctl) // unmount closed the old one
+		fresh, _ = m.newBackend(ctx, mt.ctl, ws.rec) // unmount closed the old one
 	}
 	m.mu.Lock()
 	if fresh != nil {
@@ -255,7 +257,7 @@ func (m *Manager) mount(ctx context.Context, rec record) (*mounted, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount workspace %s: %w", rec.Name, err)
 	}
-	mt, err := m.attach(ctx, mnt, p.PID)
+	mt, err := m.attach(ctx, mnt, p.PID, rec)
 	if err != nil {
 		_ = syscall.Kill(p.PID, syscall.SIGTERM)
 		<-p.Exited()
@@ -266,28 +268,36 @@ func (m *Manager) mount(ctx context.Context, rec record) (*mounted, error) {
 	return mt, nil
 }
 
-// attach connects to the mount on mnt, served by process pid.
-func (m *Manager) attach(ctx context.Context, mnt string, pid int) (*mounted, error) {
+// attach connects to the mount on mnt, served by process pid, and starts
+// the exec backend of the workspace of rec on it.
+func (m *Manager) attach(ctx context.Context, mnt string, pid int, rec record) (*mounted, error) {
 	ctl, err := control.Find(ctx, mnt)
 	if err != nil {
 		return nil, err
 	}
-	b, err := m.newBackend(ctl)
+	b, err := m.newBackend(ctx, ctl, rec)
 	if err != nil {
 		return nil, err
 	}
 	return &mounted{pid: pid, ctl: ctl, backend: b}, nil
 }
 
-// newBackend returns the local backend of the mount ctl serves, with its
-// seams.
-func (m *Manager) newBackend(ctl *control.Client) (*exec.Backend, error) {
+// newBackend starts the exec backend of the workspace of rec (its Spec)
+// on the mount ctl serves, with the mount's seams. A docker backend's
+// container carries the labels that let the next daemon remove it after a
+// kill -9 (see recover).
+func (m *Manager) newBackend(ctx context.Context, ctl *control.Client, rec record) (*exec.Backend, error) {
 	opts := m.cfg.Exec
 	opts.Syncer = mountexec.Syncer{Client: ctl}
 	opts.ChangeTracker = &mountexec.CheckpointTracker{Client: ctl}
-	b, err := exec.NewLocal(ctl.MountPoint(), opts)
+	spec := m.spec(rec)
+	labels := map[string]string{LabelStateDir: m.stateDir, LabelWorkspace: rec.Name}
+	b, err := spec.New(ctx, ctl.MountPoint(), opts, labels)
+	if errors.Is(err, exec.ErrRootUser) {
+		err = fmt.Errorf("%w (give the workspace's backend a user, or the daemon --user)", err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("exec backend on %s: %w", ctl.MountPoint(), err)
+		return nil, fmt.Errorf("workspace %s: %s backend on %s: %w", rec.Name, spec.Type, ctl.MountPoint(), err)
 	}
 	return b, nil
 }

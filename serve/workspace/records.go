@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/agentfs/agentfs/exec"
 )
 
 // Record states.
@@ -38,6 +40,9 @@ type record struct {
 	Base           string            `json:"base,omitempty"`
 	From           string            `json:"from,omitempty"`
 	Metadata       map[string]string `json:"metadata,omitempty"`
+	// Backend is the exec backend its creator chose; nil: the daemon's
+	// (Config.Backend, whatever it is at each mount).
+	Backend *exec.Spec `json:"backend,omitempty"`
 }
 
 const recordFile = "workspace.json"

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentfs/agentfs/blobstore"
+	"github.com/agentfs/agentfs/exec"
 	"github.com/agentfs/agentfs/fs/control"
 	"github.com/agentfs/agentfs/internal/mountproc"
 	"github.com/agentfs/agentfs/snapshot"
@@ -29,10 +30,11 @@ func (m *Manager) recover(ctx context.Context) error {
 	if n := m.killOrphans(); n > 0 {
 		m.log.Warn("killed commands a previous daemon left running", "count", n)
 	}
+	m.removeContainers(ctx, recs)
 	for name, why := range skipped {
 		m.log.Warn("state dir: a workspace directory without a readable record is left alone", "dir", m.wsDir(name), "err", why)
 		// Whatever it is, nothing may stay mounted on its mount point.
-		if _, err := m.recoverMount(ctx, name); err != nil {
+		if _, err := m.recoverMount(ctx, record{Name: name}); err != nil {
 			m.log.Warn("clean up its mount", "dir", m.wsDir(name), "err", err)
 		}
 	}
@@ -53,7 +55,7 @@ func (m *Manager) recover(ctx context.Context) error {
 
 // recoverOne reconciles the workspace of record r.
 func (m *Manager) recoverOne(ctx context.Context, r record) error {
-	mt, err := m.recoverMount(ctx, r.Name)
+	mt, err := m.recoverMount(ctx, r)
 	if err != nil {
 		return fmt.Errorf("recover workspace %s: %w", r.Name, err)
 	}
@@ -94,16 +96,18 @@ func (m *Manager) recoverOne(ctx context.Context, r record) error {
 	return nil
 }
 
-// recoverMount adopts the mount server of workspace name if it still
-// answers on its control socket for its mount point; otherwise it cleans
-// up a stale mount there. It returns the adopted mount, or nil.
-func (m *Manager) recoverMount(ctx context.Context, name string) (*mounted, error) {
+// recoverMount adopts the mount server of the workspace of r if it still
+// answers on its control socket for its mount point (starting the
+// workspace's exec backend on it); otherwise it cleans up a stale mount
+// there. It returns the adopted mount, or nil.
+func (m *Manager) recoverMount(ctx context.Context, r record) (*mounted, error) {
+	name := r.Name
 	mnt := m.mountPoint(name)
 	actx, cancel := context.WithTimeout(ctx, adoptTimeout)
 	defer cancel()
 	info, err := control.Dial(filepath.Join(m.cacheDir(name), control.SocketName)).Info(actx)
 	if err == nil && info.MountPoint == mnt {
-		mt, err := m.attach(actx, mnt, info.PID)
+		mt, err := m.attach(actx, mnt, info.PID, r)
 		if err == nil {
 			m.log.Info("adopted the mount server of a previous daemon", "workspace", name, "pid", info.PID)
 			return mt, nil
@@ -130,4 +134,29 @@ func waitPid(pid int) {
 	for pidAlive(pid) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// removeContainers removes the containers of docker backends that a
+// previous daemon of this state directory left (with the commands in
+// them): the lock makes this daemon the only one of the state directory,
+// so every container labelled with it is a predecessor's. An engine that
+// does not answer is logged: at warning level when some workspace uses
+// docker.
+func (m *Manager) removeContainers(ctx context.Context, recs []record) {
+	n, err := exec.RemoveContainers(ctx, map[string]string{LabelStateDir: m.stateDir})
+	if n > 0 {
+		m.log.Warn("removed the containers a previous daemon left", "count", n)
+	}
+	if err == nil {
+		return
+	}
+	docker := m.cfg.Backend.Docker()
+	for _, r := range recs {
+		docker = docker || m.spec(r).Docker()
+	}
+	if errors.Is(err, exec.ErrDockerUnavailable) && !docker {
+		m.log.Debug("no docker engine to look for containers left by a previous daemon", "err", err)
+		return
+	}
+	m.log.Warn("could not remove the containers a previous daemon left", "err", err)
 }

@@ -27,7 +27,11 @@ const (
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(daemonEnv); dir != "" {
-		if err := runDaemon(dir, os.Getenv(binEnv)); err != nil {
+		run := runDaemon
+		if os.Getenv(dockerDaemonEnv) != "" {
+			run = runDockerDaemon
+		}
+		if err := run(dir, os.Getenv(binEnv)); err != nil {
 			fmt.Println("error:", err)
 			os.Exit(1)
 		}

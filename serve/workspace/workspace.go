@@ -26,8 +26,16 @@
 // After a kill -9 of the daemon, Open adopts the mount servers that still
 // answer their control sockets and cleans up mounts whose server is gone
 // (their cache directories keep every change; the next mount uploads
-// them), and kills the commands it left running in workspaces, so nothing
-// synced is lost and no stale mount or orphan process stays.
+// them), kills the commands it left running in workspaces and removes the
+// containers of docker workspaces it left (labelled with the state
+// directory), so nothing synced is lost and no stale mount, orphan process
+// or container stays.
+//
+// Each mounted workspace has one exec backend (Handle.Backend), chosen by
+// its record's Spec or else Config.Backend: local (commands run on the host
+// as the daemon's user) or docker (one container per mount, started at
+// mount with the mount point bind-mounted at /workspace and removed at
+// unmount, so idle unmounts, lifetimes, deletion and Close stop it).
 package workspace
 
 import (
@@ -79,6 +87,14 @@ var (
 	ErrClosed = errors.New("workspace manager closed")
 )
 
+// Labels of the containers of docker workspaces (besides exec's): a
+// daemon removes the containers labelled with its state directory when it
+// opens it (see Open).
+const (
+	LabelStateDir  = "agentfs.serve.state-dir" // the daemon's state directory (absolute)
+	LabelWorkspace = "agentfs.serve.workspace" // the workspace's name
+)
+
 // DefaultIdleTimeout is Config.IdleTimeout's default.
 const DefaultIdleTimeout = 10 * time.Minute
 
@@ -111,10 +127,15 @@ type Config struct {
 	// Executable is the agentfs binary that serves mounts; "" means this
 	// process's own executable (right for `agentfs serve`).
 	Executable string
-	// Exec are the options of each mounted workspace's local backend
+	// Exec are the options of each mounted workspace's backend
 	// (Handle.Backend); its Syncer and ChangeTracker are the mount's
 	// (internal/mountexec), whatever is set here.
 	Exec exec.Options
+	// Backend is the exec backend of the workspaces created without one
+	// (the zero value: local). Its docker options (image, user, network,
+	// limits) are also the defaults of the docker workspaces' options
+	// left empty, even when its Type is local.
+	Backend exec.Spec
 	// ScanInterval is how often idle timeouts and lifetimes are checked;
 	// 0 means IdleTimeout/10, between 1 s and 30 s.
 	ScanInterval time.Duration
@@ -172,6 +193,9 @@ type Info struct {
 	// "snapshot:S", or the name of the workspace it forks.
 	From     string            `json:"from,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Backend is the exec backend its commands run with (its creator's
+	// choice completed with the daemon's defaults).
+	Backend exec.Spec `json:"backend"`
 }
 
 // CreateRequest describes a workspace to create.
@@ -194,6 +218,11 @@ type CreateRequest struct {
 	// lifetime ends; otherwise its data stays.
 	DeleteOnExpiry bool              `json:"delete_on_expiry,omitempty"`
 	Metadata       map[string]string `json:"metadata,omitempty"`
+	// Backend chooses the exec backend of its commands; nil: the daemon's
+	// (Config.Backend at each mount). Its empty docker options take the
+	// daemon's. With docker and a User, an empty workspace's root belongs
+	// to User, so that the commands can write in it.
+	Backend *exec.Spec `json:"backend,omitempty"`
 }
 
 // Manager owns the workspaces of one daemon. Safe for concurrent use.
@@ -235,7 +264,7 @@ type wsState struct {
 // left: mount servers still answering are adopted (their workspaces stay
 // mounted), stale mounts are unmounted (their caches keep every change
 // for the next mount), commands it left running in workspaces are
-// killed, and creations or removals that were cut short are
+// killed, its containers are removed, and creations or removals that were cut short are
 // finished or undone.
 func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	if cfg.IdleTimeout <= 0 {
@@ -246,6 +275,14 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if s := cfg.Backend; s.Type != "" && s.Type != exec.TypeLocal && !s.Docker() {
+		return nil, fmt.Errorf("backend %q: %w: want %q or %q", s.Type, ErrInvalidArgument, exec.TypeLocal, exec.TypeDocker)
+	}
+	if cfg.Backend.Docker() {
+		if err := cfg.Backend.Validate(); err != nil {
+			return nil, fmt.Errorf("default backend: %w: %w", ErrInvalidArgument, err)
+		}
 	}
 	if cfg.ScanInterval <= 0 {
 		cfg.ScanInterval = min(max(cfg.IdleTimeout/10, time.Second), 30*time.Second)
@@ -418,6 +455,42 @@ func (m *Manager) endOpLocked(ws *wsState) {
 	ws.op, ws.mounting = nil, false
 }
 
+// spec is the exec backend of the workspace of r: its own, or the
+// daemon's, with the daemon's docker options for those it left empty.
+func (m *Manager) spec(r record) exec.Spec {
+	d := m.cfg.Backend
+	if r.Backend == nil {
+		if !d.Docker() {
+			return exec.Spec{Type: exec.TypeLocal}
+		}
+		return d
+	}
+	s := *r.Backend
+	if s.Type == "" {
+		s.Type = exec.TypeLocal
+	}
+	if !s.Docker() {
+		return s
+	}
+	if s.Image == "" {
+		s.Image = d.Image
+	}
+	if s.User == "" {
+		s.User = d.User
+	}
+	s.Network = s.Network || d.Network
+	if s.Memory == 0 {
+		s.Memory = d.Memory
+	}
+	if s.CPUs == 0 {
+		s.CPUs = d.CPUs
+	}
+	if s.Pids == 0 {
+		s.Pids = d.Pids
+	}
+	return s
+}
+
 // now is the manager's clock.
 func (m *Manager) now() time.Time { return m.cfg.Now() }
 
@@ -432,6 +505,7 @@ func (m *Manager) info(ws *wsState) Info {
 		Name: r.Name, Branch: r.Branch, Status: StatusUnmounted, Created: r.Created, LastUsed: ws.lastUsed,
 		ExpiresAt: r.ExpiresAt, DeleteOnExpiry: r.DeleteOnExpiry, Expired: r.Expired,
 		Virtual: r.Virtual, Base: r.Base, From: r.From, Metadata: maps.Clone(r.Metadata),
+		Backend: m.spec(r),
 	}
 	if ws.mnt != nil {
 		in.Status = StatusMounted
