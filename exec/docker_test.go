@@ -68,31 +68,6 @@ func newDockerBackend(t testing.TB, dir string, opts DockerOptions) *Backend {
 	return b
 }
 
-func dockerFixture() fixture {
-	return fixture{
-		new: func(t *testing.T, opts Options) (*Backend, string) {
-			dir := dockerWorkspace(t)
-			return newDockerBackend(t, dir, DockerOptions{Options: opts}), dir
-		},
-		alive: func(t *testing.T, b *Backend, pid int) bool {
-			t.Helper()
-			res, err := b.Exec(testCtx(t), Request{Argv: []string{"cat", "/proc/" + strconv.Itoa(pid) + "/stat"}})
-			if err != nil {
-				t.Fatalf("checking pid %d in the container: %v", pid, err)
-			}
-			if res.ExitCode != 0 {
-				return false
-			}
-			s := string(res.Stdout)
-			i := strings.LastIndexByte(s, ')')
-			f := strings.Fields(s[i+1:])
-			return len(f) > 0 && f[0] != "Z" && f[0] != "X"
-		},
-	}
-}
-
-func TestDocker(t *testing.T) { testBackend(t, dockerFixture()) }
-
 // dockerClient returns a client for inspecting what the backend did.
 func dockerClient(t *testing.T) *client.Client {
 	t.Helper()

@@ -2,34 +2,31 @@ package exec
 
 import "testing"
 
-// RunSuiteIn runs the conformance suite (testBackend) for the backend kind
-// "local" or "docker" over workspaces made by newDir, whose Options prepare
-// completes (the seams of the filesystem beneath). It exists for the
-// external test package, which runs the suite over an agentfs mount with
-// packages that themselves import exec.
-func RunSuiteIn(t *testing.T, kind string, newDir func(t *testing.T) string, prepare func(t *testing.T, dir string, opts *Options)) {
-	base := localFixture()
-	if kind == "docker" {
-		base = dockerFixture()
+// What the external test package (the conformance suite's runs, which
+// import exec/exectest, itself an importer of exec) needs of the internals.
+
+// ProcAlive reports whether pid is a live (not zombie) process of this
+// host.
+func ProcAlive(pid int) bool {
+	state, _, ok := procStat(pid)
+	return ok && state != 'Z' && state != 'X'
+}
+
+// NewTestDocker starts a docker backend over dir with the test image and
+// user (see newDockerBackend).
+func NewTestDocker(t testing.TB, dir string, opts DockerOptions) *Backend {
+	return newDockerBackend(t, dir, opts)
+}
+
+// DockerWorkspace returns a fresh workspace directory for the docker
+// backend (see dockerWorkspace).
+func DockerWorkspace(t testing.TB) string { return dockerWorkspace(t) }
+
+// MarkPaths lists the paths a WalkTracker mark holds.
+func MarkPaths(m Mark) []string {
+	var ps []string
+	for p := range m.(*walkMark).entries {
+		ps = append(ps, p)
 	}
-	testBackend(t, fixture{
-		alive: base.alive,
-		new: func(t *testing.T, opts Options) (*Backend, string) {
-			dir := newDir(t)
-			prepare(t, dir, &opts)
-			if kind == "docker" {
-				return newDockerBackend(t, dir, DockerOptions{Options: opts}), dir
-			}
-			b, err := NewLocal(dir, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if err := b.Close(); err != nil {
-					t.Errorf("Close: %v", err)
-				}
-			})
-			return b, dir
-		},
-	})
+	return ps
 }

@@ -42,6 +42,6 @@ func TestSuiteOnAgentfsMount(t *testing.T) {
 		}
 	}
 	for _, kind := range []string{"local", "docker"} {
-		t.Run(kind, func(t *testing.T) { exec.RunSuiteIn(t, kind, newDir, prepare) })
+		t.Run(kind, func(t *testing.T) { suiteIn(t, kind, newDir, prepare) })
 	}
 }

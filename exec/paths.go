@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -73,6 +74,12 @@ func (b *Backend) resolve(op, p string, follow bool) (string, error) {
 			return "", fmt.Errorf("%s %q: %w: too many levels of symbolic links", op, p, ErrInvalid)
 		}
 		target, err := b.s.root.Readlink(cand)
+		if errors.Is(err, syscall.EINVAL) {
+			// No longer a symlink (renamed over since the Lstat): take it
+			// as it is, as above.
+			stack = append(stack, c)
+			continue
+		}
 		if err != nil {
 			return "", fmt.Errorf("%s %q: %w", op, p, err)
 		}
@@ -114,12 +121,33 @@ func (b *Backend) display(rel string) string {
 	return rel
 }
 
+// errRootEscape is the error os.Root gives for a path that resolves out of
+// it (os keeps the sentinel unexported): the error of a Lstat of ".." in a
+// root of "/".
+var errRootEscape = sync.OnceValue(func() error {
+	r, err := os.OpenRoot("/")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = r.Close() }()
+	_, err = r.Lstat("..")
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+})
+
 // errPathOp rewrites the path inside an *fs.PathError returned by os.Root so
 // that it names the caller's path, and keeps it wrapped for errors.Is
-// (fs.ErrNotExist and friends).
+// (fs.ErrNotExist and friends). os.Root's refusal of a path that resolves
+// out of it (the tree changed after resolve checked it) is a *PathError.
 func (b *Backend) errPathOp(op, p string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if re := errRootEscape(); re != nil && errors.Is(err, re) {
+		return &PathError{Op: op, Path: p, Reason: "it resolves out of the root (a symlink on the way changed while it was used)"}
 	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
