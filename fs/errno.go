@@ -56,7 +56,10 @@ var passErrnos = map[syscall.Errno]bool{
 
 // Errno returns the errno that a FUSE operation reports for err, the error
 // an engine (cache.Volume) method returned. It is the only place where
-// errors become errno values. nil is 0; a cancelled or expired context is
+// engine errors become errno values; the few checks fs/ makes itself before
+// calling the engine (a write to a read-only mount, an unsupported fallocate
+// mode or rename flag, a negative offset) answer their errno directly in
+// node.go. nil is 0; a cancelled or expired context is
 // EINTR; each cache error kind has one errno (see the table in errno.go);
 // ENOSPC, EDQUOT, EFBIG and EINTR from the local disk pass through; cache.ErrIO
 // and everything else is EIO. known is false for an error that matched no

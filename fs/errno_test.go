@@ -5,8 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -60,24 +64,108 @@ func TestErrno(t *testing.T) {
 	}
 }
 
-// TestErrnoCoversEveryKind fails when cache grows an error kind that the
-// table does not map (it would fall through to EIO and a log line).
+// TestErrnoCoversEveryKind fails when cache grows an error kind that Errno
+// does not map (it would fall through to EIO and a log line). The kinds are
+// read from cache's source: every exported package-level Err* variable.
 func TestErrnoCoversEveryKind(t *testing.T) {
-	kinds := []error{cache.ErrNotFound, cache.ErrExists, cache.ErrNotEmpty, cache.ErrNotDir, cache.ErrIsDir,
-		cache.ErrInvalid, cache.ErrNameTooLong, cache.ErrReadOnly, cache.ErrNoAttr, cache.ErrRange,
-		cache.ErrNotSupported, cache.ErrPermission, cache.ErrFileTooBig, cache.ErrLoop, cache.ErrNoSpace,
-		cache.ErrIO, cache.ErrClosed}
-	seen := map[syscall.Errno]error{}
-	for _, k := range kinds {
-		errno, known := Errno(k)
-		if !known || errno == 0 {
-			t.Errorf("%v: errno %v known %v", k, errno, known)
+	names := cacheErrorKinds(t)
+	if len(names) < 10 {
+		t.Fatalf("found only %d error kinds in cache's source (%v): is the parser looking in the right place?", len(names), names)
+	}
+	mapped := map[string]bool{"ErrIO": true} // handled by Errno after the table
+	table := errnoTableNames(t)
+	for _, n := range table {
+		mapped[n] = true
+	}
+	for _, n := range names {
+		if !mapped[n] {
+			t.Errorf("cache.%s has no row in errnoTable (fs/errno.go): it would become EIO and a log line", n)
+		}
+	}
+	// Each row's kind is known and no two cache kinds share an errno.
+	seen := map[syscall.Errno]error{syscall.EIO: cache.ErrIO}
+	for _, row := range errnoTable {
+		if errors.Is(row.kind, context.Canceled) || errors.Is(row.kind, context.DeadlineExceeded) {
+			continue // both EINTR by design
+		}
+		errno, known := Errno(row.kind)
+		if !known || errno == 0 || errno != row.errno {
+			t.Errorf("%v: errno %v known %v, table says %v", row.kind, errno, known, row.errno)
 		}
 		if prev, dup := seen[errno]; dup {
-			t.Errorf("%v and %v both map to %v", prev, k, errno)
+			t.Errorf("%v and %v both map to %v", prev, row.kind, errno)
 		}
-		seen[errno] = k
+		seen[errno] = row.kind
 	}
+	if errno, known := Errno(cache.ErrIO); errno != syscall.EIO || !known {
+		t.Errorf("ErrIO: errno %v known %v", errno, known)
+	}
+}
+
+// cacheErrorKinds returns the names of the exported package-level variables
+// named Err* in the non-test Go files of package cache.
+func cacheErrorKinds(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("../cache/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("list cache's source: %v (%d files)", err, len(files))
+	}
+	var names []string
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range af.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.VAR {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				for _, id := range spec.(*ast.ValueSpec).Names {
+					if strings.HasPrefix(id.Name, "Err") && id.IsExported() {
+						names = append(names, id.Name)
+					}
+				}
+			}
+		}
+	}
+	return names
+}
+
+// errnoTableNames returns the cache.Err* selectors of errnoTable's rows, read
+// from errno.go, so that a kind can be matched to its row by name.
+func errnoTableNames(t *testing.T) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	af, err := parser.ParseFile(fset, "errno.go", nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	ast.Inspect(af, func(n ast.Node) bool {
+		vs, ok := n.(*ast.ValueSpec)
+		if !ok || len(vs.Names) != 1 || vs.Names[0].Name != "errnoTable" {
+			return true
+		}
+		ast.Inspect(vs, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok {
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "cache" {
+					names = append(names, sel.Sel.Name)
+				}
+			}
+			return true
+		})
+		return false
+	})
+	if len(names) != len(errnoTable)-2 { // the two context rows
+		t.Fatalf("read %d cache kinds from errnoTable's source, the table has %d rows (2 of them context errors)", len(names), len(errnoTable))
+	}
+	return names
 }
 
 func TestToErrnoLogs(t *testing.T) {
