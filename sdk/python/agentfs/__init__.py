@@ -11,7 +11,8 @@ The asyncio client is agentfs.AsyncClient; adapters for other agent backends
 are in agentfs.compat.
 """
 
-from .aio import AsyncClient, AsyncExecStream, AsyncJob, AsyncWorkspace
+from .aio import AsyncChangeFeed, AsyncClient, AsyncExecStream, AsyncJob, AsyncWorkspace
+from .feed import FEED_IDLE_TIMEOUT, ChangeFeed
 from .client import DEFAULT_URL, Client, Command, ExecStream, Job, Workspace
 from .errors import (
     AgentFSError, Busy, Canceled, Conflict, ConnectionFailed, Exists, Expired, Forbidden, Internal,
@@ -19,7 +20,7 @@ from .errors import (
     ProtocolError, Timeout, TooLarge, Unauthorized, Unavailable,
 )
 from .types import (
-    Branch, DiffResult, HistoryChange, RestoreResult, Snapshot, VirtualChange, VirtualCommitResult,
+    Branch, ChangeEvent, DiffResult, HistoryChange, RestoreResult, Snapshot, VirtualChange, VirtualCommitResult,
     VirtualDiffResult, VirtualDiscardResult, Changes, ExecResult, FileInfo, GrepMatch, GrepResult, Health, JobInfo, JobOutput, NumberedRead,
     OutputChunk, TokenInfo, WorkspaceInfo, WriteResult,
 )
@@ -27,7 +28,7 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Branch", "DiffResult", "HistoryChange", "RestoreResult", "Snapshot", "VirtualChange", "VirtualCommitResult",
+    "AsyncChangeFeed", "Branch", "ChangeEvent", "ChangeFeed", "DiffResult", "FEED_IDLE_TIMEOUT", "HistoryChange", "RestoreResult", "Snapshot", "VirtualChange", "VirtualCommitResult",
     "VirtualDiffResult", "VirtualDiscardResult", "AgentFSError", "AsyncClient", "AsyncExecStream", "AsyncJob", "AsyncWorkspace", "Busy", "Canceled", "Changes",
     "Client", "Command", "Conflict", "ConnectionFailed", "DEFAULT_URL", "ExecResult", "ExecStream", "Exists",
     "Expired", "FileInfo", "Forbidden", "GrepMatch", "GrepResult", "Health", "Internal", "InvalidArgument",

@@ -62,13 +62,17 @@ class Response:
 
 
 class StreamResponse:
-    """An answer read as it comes (NDJSON lines). Close it (or read it to the end)
-    to give the connection back."""
+    """An answer read as it comes (NDJSON lines, or raw chunks). Close it (or read it
+    to the end) to give the connection back."""
 
-    def __init__(self, pool: "Transport", conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
+    def __init__(self, pool: "Transport", conn: http.client.HTTPConnection, resp: http.client.HTTPResponse,
+                 sock: Optional[socket.socket]) -> None:
         self._pool = pool
         self._conn: Optional[http.client.HTTPConnection] = conn
         self._resp = resp
+        self._sock = sock
+        # Guards the hand-off of _conn: interrupt() may come from another thread.
+        self._mu = threading.Lock()
         self._done = False
         self.status = resp.status
 
@@ -88,16 +92,53 @@ class StreamResponse:
             raise ConnectionFailed(f"the stream from {self._pool.base} broke: {e}") from e
         self.close()
 
+    def chunks(self) -> Iterator[bytes]:
+        """Yields the answer's bytes as they arrive (cut anywhere) until its end. A read
+        that waits longer than the request's timeout raises agentfs.Timeout; a broken
+        connection ConnectionFailed."""
+        try:
+            while True:
+                data = self._resp.read1(65536)
+                if not data:
+                    self._done = True
+                    break
+                yield data
+        except socket.timeout as e:
+            self._discard()
+            raise error_from("timeout", f"the stream from {self._pool.base} went quiet: {e}") from e
+        except (OSError, ValueError, http.client.HTTPException) as e:
+            # ValueError: the response was closed by interrupt() meanwhile.
+            self._discard()
+            raise ConnectionFailed(f"the stream from {self._pool.base} broke: {e}") from e
+        self.close()
+
+    def interrupt(self) -> None:
+        """Wakes a read blocked in another thread (it then ends with ConnectionFailed)
+        and closes the connection. Safe to call from any thread, more than once."""
+        conn = self._take()
+        if self._sock is not None:
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if conn is not None:
+            conn.close()
+
+    def _take(self) -> Optional[http.client.HTTPConnection]:
+        with self._mu:
+            conn, self._conn = self._conn, None
+        return conn
+
     def _discard(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        conn = self._take()
+        if conn is not None:
+            conn.close()
 
     def close(self) -> None:
         """Ends the stream: the connection goes back to the pool if the answer was read whole."""
-        if self._conn is None:
+        conn = self._take()
+        if conn is None:
             return
-        conn, self._conn = self._conn, None
         if self._done and not self._resp.will_close:
             self._pool._put_conn(conn)
         else:
@@ -190,14 +231,21 @@ class Transport:
         return target
 
     def _send(self, method: str, target: str, body: Optional[bytes], headers: Dict[str, str],
-              timeout: Optional[float], idempotent: bool) -> "tuple[http.client.HTTPConnection, http.client.HTTPResponse]":
+              timeout: Optional[float], idempotent: bool, retries: Optional[int] = None,
+              ) -> "tuple[http.client.HTTPConnection, http.client.HTTPResponse, Optional[socket.socket]]":
+        """Sends a request and reads the answer's head: the connection, the answer, and
+        the connection's socket (the connection lets go of it when the answer ends
+        with the connection). ``retries`` defaults to the transport's."""
+        if retries is None:
+            retries = self.retries
         attempt = 0
         while True:
             conn, reused = self._get_conn(timeout)
             try:
                 conn.request(method, target, body=body, headers=headers)
+                sock = conn.sock
                 resp = conn.getresponse()
-                return conn, resp
+                return conn, resp, sock
             except socket.timeout as e:
                 conn.close()
                 raise error_from("timeout", f"{method} {self.base}{target}: no answer within {timeout} s", status=0) from e
@@ -210,7 +258,7 @@ class Transport:
                 # idle: the request did not reach it, try once more on a new one.
                 # Nothing reached a server that refused the connection.
                 refused = isinstance(e, ConnectionRefusedError)
-                if (idempotent or refused) and attempt < self.retries:
+                if (idempotent or refused) and attempt < retries:
                     attempt += 1
                     if not reused:
                         time.sleep(min(0.05 * 2 ** attempt, 1.0))
@@ -240,7 +288,7 @@ class Transport:
         to = self.timeout if timeout is None else timeout
         attempt = 0
         while True:
-            conn, resp = self._send(method, target, data, hdrs, to, idempotent)
+            conn, resp, _ = self._send(method, target, data, hdrs, to, idempotent)
             try:
                 payload = resp.read()
             except socket.timeout as e:
@@ -261,17 +309,29 @@ class Transport:
                 raise _error(r, method, self.base + target)
             return r
 
-    def stream(self, method: str, path: str, *, json_body: Any, timeout: Optional[float] = None) -> StreamResponse:
-        """Sends a request whose answer is read as it comes (see StreamResponse)."""
-        hdrs = self._headers({"Content-Type": "application/json", "Accept": "application/x-ndjson"})
-        data = json.dumps(json_body, ensure_ascii=False).encode("utf-8")
-        target = self.url(path)
-        conn, resp = self._send(method, target, data, hdrs, self.timeout if timeout is None else timeout, False)
+    def stream(self, method: str, path: str, *, json_body: Any = None, query: Optional[Mapping[str, Any]] = None,
+               accept: str = "application/x-ndjson", timeout: Optional[float] = None,
+               retries: Optional[int] = None) -> StreamResponse:
+        """Sends a request whose answer is read as it comes (see StreamResponse); an
+        error answer raises its AgentFSError. GET requests are retried on connection
+        errors (``retries`` times, default the transport's), others only when refused.
+        ``timeout`` bounds the wait for the answer's head and each read of its body."""
+        hdrs = self._headers({"Accept": accept})
+        data: Optional[bytes] = None
+        if json_body is not None:
+            hdrs["Content-Type"] = "application/json"
+            data = json.dumps(json_body, ensure_ascii=False).encode("utf-8")
+        target = self.url(path, query)
+        conn, resp, sock = self._send(method, target, data, hdrs, self.timeout if timeout is None else timeout,
+                                      method == "GET", retries)
         if resp.status >= 300:
-            payload = resp.read()
+            try:
+                payload = resp.read()
+            except (OSError, http.client.HTTPException):
+                payload = b""
             conn.close()
             raise _error(Response(resp.status, dict(resp.getheaders()), payload), method, self.base + target)
-        return StreamResponse(self, conn, resp)
+        return StreamResponse(self, conn, resp, sock)
 
 
 def _dropped(sock: socket.socket) -> bool:

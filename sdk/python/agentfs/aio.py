@@ -17,8 +17,9 @@ import functools
 from typing import Any, AsyncIterator, Callable, Generic, List, Literal, Mapping, Optional, Sequence, TypeVar, Union, overload
 
 from .client import Client, Command, ExecStream, Job, Workspace
+from .feed import ChangeFeed
 from .types import (
-    AnyStr_, Branch, Changes, DiffResult, RestoreResult, Snapshot, VirtualCommitResult, VirtualDiffResult,
+    AnyStr_, Branch, ChangeEvent, Changes, DiffResult, RestoreResult, Snapshot, VirtualCommitResult, VirtualDiffResult,
     VirtualDiscardResult, ExecResult, FileInfo, GrepResult, Health, JobInfo, JobOutput, NumberedRead, OutputChunk, TokenInfo,
     WorkspaceInfo, WriteResult,
 )
@@ -129,6 +130,93 @@ class AsyncExecStream(Generic[AnyStr_]):
         await self.aclose()
 
 
+class AsyncChangeFeed(AsyncIterator[ChangeEvent]):
+    """asyncio twin of ChangeFeed: ``async for ev in ws.changes()``, or ``async with
+    ws.changes() as feed: async for ev in feed`` (entering subscribes: changes made
+    after it are delivered; without it, the subscription opens at the first
+    ``__anext__``). Thread-backed like the rest of AsyncClient: the synchronous feed
+    reads on a pool thread. Canceling the task that awaits an event, aclose() and
+    leaving the ``async with`` close the connection (waking that thread)."""
+
+    def __init__(self, r: _Runner, open_feed: Callable[[], ChangeFeed]) -> None:
+        self._r = r
+        self._open = open_feed
+        self._feed: Optional[ChangeFeed] = None
+        self._starting: Optional["asyncio.Future[ChangeFeed]"] = None
+        self._closed = False
+
+    @property
+    def sync(self) -> Optional[ChangeFeed]:
+        """The synchronous feed, once subscribed."""
+        return self._feed
+
+    @property
+    def last_id(self) -> str:
+        """See ChangeFeed.last_id ("" before the subscription)."""
+        return self._feed.last_id if self._feed is not None else ""
+
+    @property
+    def end_reason(self) -> Optional[str]:
+        """See ChangeFeed.end_reason."""
+        return self._feed.end_reason if self._feed is not None else None
+
+    async def _start(self) -> Optional[ChangeFeed]:
+        if self._feed is None and not self._closed:
+            if self._starting is None:
+                self._starting = asyncio.ensure_future(self._r.run(self._open))
+            fut = self._starting
+            try:
+                feed = await asyncio.shield(fut)
+            except asyncio.CancelledError:
+                # The connection still arrives on its thread: close it then.
+                self._closed = True
+                fut.add_done_callback(_close_feed)
+                raise
+            if self._closed:
+                feed.close()
+                return None
+            self._feed = feed
+        return self._feed
+
+    def __aiter__(self) -> "AsyncChangeFeed":
+        return self
+
+    async def __anext__(self) -> ChangeEvent:
+        feed = await self._start()
+        if feed is None:
+            raise StopAsyncIteration
+        try:
+            ev = await self._r.run(_next_event, feed)
+        except asyncio.CancelledError:
+            feed.close()
+            raise
+        if ev is None:
+            raise StopAsyncIteration
+        return ev
+
+    async def aclose(self) -> None:
+        """Ends the feed and closes its connection; a pending ``__anext__`` then stops the iteration."""
+        self._closed = True
+        if self._feed is not None:
+            self._feed.close()
+
+    async def __aenter__(self) -> "AsyncChangeFeed":
+        await self._start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _next_event(feed: ChangeFeed) -> Optional[ChangeEvent]:
+    return next(feed, None)
+
+
+def _close_feed(fut: "asyncio.Future[ChangeFeed]") -> None:
+    if not fut.cancelled() and fut.exception() is None:
+        fut.result().close()
+
+
 class AsyncJob(Generic[AnyStr_]):
     """asyncio twin of Job."""
 
@@ -205,6 +293,11 @@ class AsyncWorkspace:
 
     async def upload_tar(self, data: Union[bytes, bytearray, memoryview], path: str = "") -> Optional[Changes]:
         return await self._r.run(self.sync.upload_tar, data, path)
+
+    def changes(self, path: Optional[str] = None, since: Optional[str] = None, *,
+                max_retries: Optional[int] = None) -> AsyncChangeFeed:
+        """See Workspace.changes; the subscription opens on ``async with`` or at the first event awaited."""
+        return AsyncChangeFeed(self._r, functools.partial(self.sync.changes, path, since, max_retries=max_retries))
 
     @overload
     async def exec(self, command: Command, *, env: Optional[Mapping[str, str]] = ..., cwd: Optional[str] = ...,

@@ -10,6 +10,7 @@ from typing import Any, Dict, Generic, Iterator, List, Literal, Mapping, Optiona
 
 from ._http import StreamResponse, Transport, quote_path
 from .errors import NotFound, ProtocolError, error_from
+from .feed import ChangeFeed
 from .types import (
     AnyStr_, Branch, Changes, DiffResult, ExecResult, FileInfo, GrepMatch, GrepResult, Health, JobInfo, JobOutput,
     NumberedRead, OutputChunk, RestoreResult, Snapshot, TokenInfo, VirtualChange, VirtualCommitResult,
@@ -433,6 +434,23 @@ class Workspace:
         d = self._t.request("POST", self._path("/virtual/discard"), json_body=body, idempotent=True,
                             timeout=self._t.timeout + 60).json()
         return VirtualDiscardResult(discarded=VirtualChange.list(d.get("discarded")), pending=int(d.get("pending", 0)))
+
+    # -- the change feed --
+
+    def changes(self, path: Optional[str] = None, since: Optional[str] = None, *,
+                max_retries: Optional[int] = None) -> ChangeFeed:
+        """Subscribes to the workspace's changes and returns the feed: an iterator of
+        ChangeEvent's, in order, as they happen (``with ws.changes() as feed: for ev in
+        feed: ...``). The subscription is open when this returns; it mounts the workspace
+        and keeps it mounted while open. ``path`` keeps the events at or below that
+        directory or file; ``since`` resumes after the event with that id (a "reset"
+        event comes first if the daemon no longer knows it). A dropped connection is
+        opened again from the last event's id, up to ``max_retries`` failed attempts in
+        a row (default: the client's ``retries``). The iteration ends when the daemon
+        ends the feed (workspace deleted or expired, daemon shutdown: see the feed's
+        ``end_reason``) or on close(). NotFound if there is no such workspace."""
+        return ChangeFeed(self._t, self._path("/changes"), path=path, since=since,
+                          max_retries=self._t.retries if max_retries is None else max_retries)
 
     # -- commands --
 

@@ -382,3 +382,30 @@ class VirtualDiscardResult:
 
     discarded: List[VirtualChange]
     pending: int
+
+
+@dataclass(frozen=True)
+class ChangeEvent:
+    """One event of a workspace's change feed (Workspace.changes).
+
+    ``op`` is "created", "modified" or "deleted" (a rename is a "deleted" of the old
+    path then a "created" of the new one; "modified" comes once per written handle
+    at its close, and for truncate, chmod and utimes), or "reset": the feed could
+    not resume from the id it was given (older than the daemon's ring of 4096
+    events, or from before a remount), so events may have been missed; ``reason``
+    says why, and a client that needs the full state lists the workspace again.
+    ``id`` is opaque: pass it back as ``since`` to resume after this event.
+    ``type`` is "file", "dir", "symlink" or "other"; ``time`` is RFC 3339 (UTC).
+    """
+
+    id: str
+    op: str
+    path: str
+    type: str
+    time: str
+    reason: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any], id: str = "") -> "ChangeEvent":
+        return cls(id=str(d.get("id") or id), op=str(d.get("op", "")), path=str(d.get("path", "")),
+                   type=str(d.get("type", "")), time=str(d.get("time", "")))
