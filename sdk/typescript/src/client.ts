@@ -4,6 +4,7 @@
  * same operations, results with camelCase fields, errors keyed by API code.
  */
 import { AgentFSError, Canceled, ConnectionFailed, NotFound, ProtocolError, Timeout, errorFrom } from "./errors.js";
+import { ChangeFeed, type ChangesOptions } from "./feed.js";
 
 /** Where `agentfs serve` listens by default. */
 export const DEFAULT_URL = "http://127.0.0.1:7070";
@@ -224,8 +225,10 @@ interface Req extends RequestOptions {
   json?: unknown;
   body?: Uint8Array;
   headers?: Record<string, string>;
-  /** Seconds. */
-  timeout?: number;
+  /** Seconds that bound the request, the reading of its answer included (default: the client's); null: no bound. */
+  timeout?: number | null;
+  /** How many times a request that got no answer is sent again (default: the client's maxRetries). */
+  retries?: number;
   accept?: string;
   /** Whether sending the request twice does what sending it once does (default: GET, HEAD, PUT, DELETE, OPTIONS). */
   idempotent?: boolean;
@@ -245,8 +248,8 @@ function refused(e: unknown): boolean {
   return false;
 }
 
-// pause waits ms milliseconds, or less if signal aborts.
-function pause(ms: number, signal: AbortSignal): Promise<void> {
+/** @internal pause waits ms milliseconds, or less if signal aborts. */
+export function pause(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     const done = () => { clearTimeout(t); signal.removeEventListener("abort", done); resolve(); };
     const t = setTimeout(done, ms);
@@ -335,11 +338,13 @@ export class Client {
       body = r.body as Uint8Array<ArrayBuffer>;
     }
     if (r.accept) headers.Accept = r.accept;
-    const secs = r.timeout ?? this.timeout;
-    const timer = AbortSignal.timeout(Math.ceil(secs * 1000));
-    const signal = r.signal ? AbortSignal.any([r.signal, timer]) : timer;
+    const secs = r.timeout === undefined ? this.timeout : r.timeout;
+    const timer = secs === null ? undefined : AbortSignal.timeout(Math.ceil(secs * 1000));
+    const signals = [r.signal, timer].filter((x): x is AbortSignal => x !== undefined);
+    const signal = signals.length === 1 ? signals[0] : AbortSignal.any(signals);
     const target = `${method} ${u.pathname}`;
     const idempotent = r.idempotent ?? IDEMPOTENT.has(method);
+    const retries = r.retries ?? this.maxRetries;
     let resp: Response;
     for (let attempt = 0; ; attempt++) {
       try {
@@ -350,7 +355,7 @@ export class Client {
       } catch (e) {
         const why = aborted(e, r.signal, timer, target, secs);
         if (why) throw why;
-        if (attempt < this.maxRetries && (idempotent || refused(e))) {
+        if (attempt < retries && (idempotent || refused(e))) {
           await pause(Math.min(100 * 2 ** attempt, 1000), signal);
           if (signal.aborted) throw aborted(e, r.signal, timer, target, secs) as AgentFSError;
           continue;
@@ -463,7 +468,7 @@ export class Client {
 
 // aborted tells why a fetch or a read failed when a signal fired: the caller's
 // signal gives Canceled, the timeout Timeout; undefined if neither fired.
-function aborted(e: unknown, caller: AbortSignal | undefined, timer: AbortSignal | undefined, target: string, secs: number): AgentFSError | undefined {
+function aborted(e: unknown, caller: AbortSignal | undefined, timer: AbortSignal | undefined, target: string, secs: number | null): AgentFSError | undefined {
   if (caller?.aborted) return new Canceled(`${target}: canceled by the caller's AbortSignal`, { cause: e });
   if (timer?.aborted) return new Timeout(`${target}: no answer within ${secs} s (raise the timeout option)`, { cause: e });
   if (e instanceof AgentFSError) return e;
@@ -698,6 +703,23 @@ export class Workspace {
   async virtualDiscard(paths?: string[], o: RequestOptions = {}): Promise<VirtualDiscardResult> {
     const d = await this.client._json("POST", this._path("/virtual/discard"), { json: paths?.length ? { paths } : {}, timeout: this.#long(), signal: o.signal, idempotent: true });
     return { discarded: camelize(d.discarded ?? []) as VirtualChange[], pending: Number(d.pending ?? 0) };
+  }
+
+  // -- the change feed --
+
+  /**
+   * Subscribes to the workspace's changes: an async iterable of ChangeEvent's, in
+   * order, as they happen (`for await (const ev of ws.changes()) ...`). The request
+   * starts at once; `await feed.ready` to know the subscription is open (changes
+   * made after it are delivered). `path` keeps the events at or below that path;
+   * `since` resumes after the event with that id. A dropped connection is opened
+   * again from the last event's id (see ChangeFeed). The iteration ends after the
+   * daemon's `end` event (workspace deleted or expired, daemon shutdown), rejects
+   * with an AbortError when `signal` aborts, and ends when the loop is left or
+   * close() is called (the connection is closed).
+   */
+  changes(o: ChangesOptions = {}): ChangeFeed {
+    return new ChangeFeed(this, o);
   }
 
   // -- commands --
