@@ -114,7 +114,7 @@ func TestOpenAPIMatchesTypes(t *testing.T) {
 	doc := loadDoc(t, serve.OpenAPI)
 	types := map[string]any{
 		"Error": api.Error{}, "ErrorBody": api.ErrorBody{}, "Health": api.Health{},
-		"CreateWorkspace": api.CreateWorkspace{}, "Workspace": api.Workspace{}, "WorkspaceList": api.WorkspaceList{},
+		"CreateWorkspace": api.CreateWorkspace{}, "Backend": api.Backend{}, "Workspace": api.Workspace{}, "WorkspaceList": api.WorkspaceList{},
 		"CreateToken": api.CreateToken{}, "Token": api.Token{}, "TokenList": api.TokenList{},
 		"ExecRequest": api.ExecRequest{}, "Changes": api.Changes{}, "ExecResult": api.ExecResult{},
 		"StreamEvent": api.StreamEvent{}, "Job": api.Job{}, "JobList": api.JobList{}, "JobOutput": api.JobOutput{},

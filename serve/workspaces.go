@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agentfs/agentfs/exec"
 	"github.com/agentfs/agentfs/serve/api"
 	"github.com/agentfs/agentfs/serve/apierr"
 	"github.com/agentfs/agentfs/serve/workspace"
@@ -22,12 +23,18 @@ func (s *Server) createWorkspace(c *call) error {
 	if !(req.Lifetime >= 0 && req.Lifetime <= maxLifetime.Seconds()) {
 		return invalid("lifetime %v: seconds, from 0 (none) to %v", req.Lifetime, maxLifetime.Seconds())
 	}
+	var spec *exec.Spec
+	if req.Backend != nil {
+		// The same fields: a change to one fails to compile here.
+		s := exec.Spec(*req.Backend)
+		spec = &s
+	}
 	ctx, cancel := s.deadline(c, 0)
 	defer cancel()
 	in, err := s.mgr.Create(ctx, workspace.CreateRequest{
 		Name: req.Name, From: req.From, Virtual: req.Virtual, Base: req.Base,
 		Lifetime:       time.Duration(req.Lifetime * float64(time.Second)),
-		DeleteOnExpiry: req.DeleteOnExpiry, Metadata: req.Metadata,
+		DeleteOnExpiry: req.DeleteOnExpiry, Metadata: req.Metadata, Backend: spec,
 	})
 	if err != nil {
 		return err
@@ -88,5 +95,6 @@ func apiWorkspace(in workspace.Info) api.Workspace {
 		BytesWaiting: in.BytesWaiting, Created: in.Created.UTC(), LastUsed: in.LastUsed.UTC(),
 		ExpiresAt: in.ExpiresAt, DeleteOnExpiry: in.DeleteOnExpiry, Expired: in.Expired,
 		Virtual: in.Virtual, Base: in.Base, From: in.From, Metadata: in.Metadata,
+		Backend: api.Backend(in.Backend),
 	}
 }

@@ -34,6 +34,7 @@ type serveFlags struct {
 	maxMounted, maxCommands, maxJobs   int
 	requestTimeout                     time.Duration
 	logLevel                           string
+	backendFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -61,12 +62,28 @@ with POST /v1/tokens. The daemon refuses a --listen address that is not
 loopback unless it has a token given to it and TLS (--tls-cert, --tls-key),
 or --insecure.
 
+Commands run with the workspace's backend: the one given at its creation
+("backend": {"type": "docker", "image": "..."}), or else --backend. local
+runs them on this host as the daemon's user, with no isolation from the
+host or from other workspaces. docker runs them in one container per
+mounted workspace (started at mount, removed at unmount), of --image (never
+pulled), with the workspace at /workspace, as --user (default: the owner of
+the workspace's root, which is the daemon's user for an empty workspace; as
+root, give --user or "0:0"), with no network unless --network, the limits
+--memory, --cpus and --pids, and no-new-privileges. These docker options
+are also the defaults of the docker workspaces that leave them out, even
+with --backend local. A workspace token cannot choose a backend.
+
 SIGTERM or SIGINT: the daemon stops accepting requests, kills running
-commands and jobs, syncs and unmounts every workspace, and exits 0.`,
+commands and jobs, syncs and unmounts every workspace (removing their
+containers), and exits 0. After a kill -9, the next start on the same
+--state-dir adopts the mount servers still running, cleans up stale
+mounts, kills the commands left running and removes the containers left.`,
 		Example: `  agentfs serve
   TOKEN=$(cat ~/.local/state/agentfs/serve/admin-token)
   curl -H "Authorization: Bearer $TOKEN" -d '{"name":"demo"}' http://127.0.0.1:7070/v1/workspaces
 
+  agentfs serve --backend docker --image python:3.12-slim --user 1000:1000 --memory 2g
   AGENTFS_TOKEN=secret agentfs serve --store s3://bucket/agents?region=eu-west-1 --max-mounted 50
   agentfs serve --listen 0.0.0.0:7443 --token-file /etc/agentfs/token --tls-cert cert.pem --tls-key key.pem`,
 		Args: cobra.NoArgs,
@@ -86,6 +103,7 @@ commands and jobs, syncs and unmounts every workspace, and exits 0.`,
 	fl.IntVar(&f.maxJobs, "max-jobs", serve.DefaultMaxJobs, "most background jobs running at once in the daemon")
 	fl.DurationVar(&f.requestTimeout, "request-timeout", serve.DefaultRequestTimeout, "deadline of a request (a command's is its timeout plus this)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
+	addBackendFlags(c, &f.backendFlags, "the workspaces'")
 	return c
 }
 
@@ -97,6 +115,13 @@ func runServe(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return errors.New("--tls-cert and --tls-key go together")
+	}
+	backend, err := f.spec(cmd)
+	if err != nil {
+		return err
+	}
+	if backend.Docker() && backend.Image == "" {
+		return usageErrorf(cmd, "--backend docker needs --image (the default image of the docker workspaces)")
 	}
 	stateDir := f.stateDir
 	if stateDir == "" {
@@ -122,7 +147,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 	}
 	var srvRef atomic.Pointer[serve.Server]
 	mgr, err := workspace.Open(ctx, workspace.Config{
-		StoreURL: f.store, StateDir: stateDir, IdleTimeout: f.idleTimeout, MaxMounted: f.maxMounted, Logger: log,
+		StoreURL: f.store, StateDir: stateDir, IdleTimeout: f.idleTimeout, MaxMounted: f.maxMounted, Logger: log, Backend: backend,
 		OnExpire: func(name string) {
 			if s := srvRef.Load(); s != nil {
 				s.OnExpire(name)

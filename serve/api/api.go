@@ -46,6 +46,43 @@ type CreateWorkspace struct {
 	Lifetime       float64           `json:"lifetime,omitempty"`
 	DeleteOnExpiry bool              `json:"delete_on_expiry,omitempty"`
 	Metadata       map[string]string `json:"metadata,omitempty"`
+	// Backend chooses where the workspace's commands run; absent: the
+	// daemon's default (agentfs serve --backend), whatever it is at each
+	// mount.
+	Backend *Backend `json:"backend,omitempty"`
+}
+
+// Backend types.
+const (
+	// BackendLocal runs commands on the daemon's host, as its user.
+	BackendLocal = "local"
+	// BackendDocker runs them in a container of the workspace (one per
+	// mount), with the workspace at /workspace.
+	BackendDocker = "docker"
+)
+
+// Backend is where a workspace's commands run. The docker options left
+// out take the daemon's (agentfs serve --image, --user, --network,
+// --memory, --cpus, --pids); they are refused with BackendLocal.
+type Backend struct {
+	// Type is BackendLocal or BackendDocker.
+	Type string `json:"type"`
+	// Image is the container's image; it must be present in the engine
+	// (it is never pulled).
+	Image string `json:"image,omitempty"`
+	// User is the numeric "uid:gid" that runs the container and its
+	// commands (default: the owner of the workspace's root; an empty
+	// workspace's root belongs to User).
+	User string `json:"user,omitempty"`
+	// Network gives the container the engine's default network (none
+	// otherwise: loopback only).
+	Network bool `json:"network,omitempty"`
+	// Memory is the container's memory limit in bytes (0: none).
+	Memory int64 `json:"memory,omitempty"`
+	// CPUs is its CPU limit (1.5: one and a half cores; 0: none).
+	CPUs float64 `json:"cpus,omitempty"`
+	// Pids is its process limit (0: 4096).
+	Pids int64 `json:"pids,omitempty"`
 }
 
 // Workspace describes a workspace.
@@ -67,6 +104,9 @@ type Workspace struct {
 	Base           string            `json:"base,omitempty"`
 	From           string            `json:"from,omitempty"`
 	Metadata       map[string]string `json:"metadata,omitempty"`
+	// Backend is where its commands run: its creator's choice completed
+	// with the daemon's defaults.
+	Backend Backend `json:"backend"`
 }
 
 // WorkspaceList is the answer of GET /v1/workspaces.

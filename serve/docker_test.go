@@ -1,0 +1,131 @@
+package serve_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+
+	"github.com/agentfs/agentfs/exec"
+	"github.com/agentfs/agentfs/internal/testenv"
+	"github.com/agentfs/agentfs/serve/api"
+	sclient "github.com/agentfs/agentfs/serve/client"
+	"github.com/agentfs/agentfs/serve/workspace"
+)
+
+// testImage is the image scripts/setup-docker.sh imports (as exec's tests).
+func testImage() string {
+	if img := os.Getenv("AGENTFS_TEST_IMAGE"); img != "" {
+		return img
+	}
+	return "agentfs-test/busybox:1"
+}
+
+// stateContainers counts the containers labelled with stateDir.
+func stateContainers(t *testing.T, stateDir string) int {
+	t.Helper()
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	list, err := cli.ContainerList(context.Background(), container.ListOptions{
+		All: true, Filters: filters.NewArgs(filters.Arg("label", workspace.LabelStateDir+"="+stateDir)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(list)
+}
+
+// TestDockerBackend: a workspace created with a docker backend runs exec,
+// streamed exec and jobs in its container (as its user, in /workspace,
+// with change lists), sees the files written through the API, reports its
+// backend, and its container goes with it; a workspace without a backend
+// takes the daemon's default (local here, completed docker options
+// included for docker workspaces).
+func TestDockerBackend(t *testing.T) {
+	d := newDaemonConfig(t, func(c *workspace.Config) {
+		c.Backend = exec.Spec{Type: exec.TypeLocal, Image: testImage()}
+	}, nil)
+	ctx := ctxT(t)
+	in, err := d.admin.CreateWorkspace(ctx, api.CreateWorkspace{Name: "box", Backend: &api.Backend{Type: api.BackendDocker, User: "1000:1000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Backend != (api.Backend{Type: api.BackendDocker, Image: testImage(), User: "1000:1000"}) {
+		t.Errorf("created: backend %+v", in.Backend)
+	}
+	w := d.admin.Workspace("box")
+	if err := w.WriteFile(ctx, "in.txt", []byte("from the API\n")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := w.Exec(ctx, api.ExecRequest{Command: "id -u; pwd; cat in.txt; echo out > out.txt"})
+	var e *sclient.Error
+	if errors.As(err, &e) && (strings.Contains(e.Message, exec.ErrDockerUnavailable.Error()) || strings.Contains(e.Message, exec.ErrImageMissing.Error())) {
+		testenv.Missing(t, "docker engine with image "+testImage()+" (bash scripts/setup-docker.sh)", err)
+	}
+	if err != nil || res.ExitCode != 0 || res.Stdout != "1000\n/workspace\nfrom the API\n" {
+		t.Fatalf("exec: %v %+v", err, res)
+	}
+	if res.Changes == nil || len(res.Changes.Created) != 1 || res.Changes.Created[0] != "out.txt" {
+		t.Errorf("changes %+v", res.Changes)
+	}
+	if got, err := w.ReadFile(ctx, "out.txt"); err != nil || string(got) != "out\n" {
+		t.Errorf("out.txt through the API: %q %v", got, err)
+	}
+
+	var events []string
+	res, err = w.ExecStream(ctx, api.ExecRequest{Command: "echo one; echo two >&2"}, func(ev api.StreamEvent) {
+		events = append(events, ev.Type+":"+ev.Data)
+	})
+	if err != nil || res.ExitCode != 0 || !strings.Contains(strings.Join(events, ""), "stdout:one\n") || !strings.Contains(strings.Join(events, ""), "stderr:two\n") {
+		t.Errorf("stream: %v %+v %q", err, res, events)
+	}
+
+	j, err := w.StartJob(ctx, api.ExecRequest{Command: "echo started; echo job > job.txt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err = w.WaitJob(ctx, j.ID, 60)
+	if err != nil || j.Running || j.ExitCode == nil || *j.ExitCode != 0 || j.Result == nil || j.Result.Stdout != "started\n" ||
+		j.Result.Changes == nil || len(j.Result.Changes.Created) != 1 {
+		t.Errorf("job: %v %+v", err, j)
+	}
+	j, err = w.StartJob(ctx, api.ExecRequest{Command: "sleep 600"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err = w.KillJob(ctx, j.ID)
+	if err != nil || j.Running || j.ExitCode == nil || *j.ExitCode != 137 {
+		t.Errorf("killed job: %v %+v", err, j)
+	}
+
+	if got, err := d.admin.GetWorkspace(ctx, "box"); err != nil || got.Backend.Type != api.BackendDocker {
+		t.Errorf("get: %+v %v", got, err)
+	}
+	if n := stateContainers(t, d.stateDir); n != 1 {
+		t.Errorf("%d containers of the daemon, want 1", n)
+	}
+	// A workspace without a backend takes the daemon's: local.
+	in, err = d.admin.CreateWorkspace(ctx, api.CreateWorkspace{Name: "host"})
+	if err != nil || in.Backend != (api.Backend{Type: api.BackendLocal}) {
+		t.Errorf("default backend: %+v %v", in.Backend, err)
+	}
+	// Invalid backends are refused.
+	for _, b := range []api.Backend{{Type: "vm"}, {Type: api.BackendLocal, Network: true}, {Type: api.BackendDocker, User: "nobody"}} {
+		_, err := d.admin.CreateWorkspace(ctx, api.CreateWorkspace{Name: "bad", Backend: &b})
+		wantCode(t, "backend "+b.Type, err, "invalid_argument", 400)
+	}
+	if err := d.admin.DeleteWorkspace(ctx, "box"); err != nil {
+		t.Fatal(err)
+	}
+	if n := stateContainers(t, d.stateDir); n != 0 {
+		t.Errorf("%d containers after the delete", n)
+	}
+}
