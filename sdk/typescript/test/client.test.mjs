@@ -100,11 +100,25 @@ test("exec: AbortSignal cancels a running command", async () => withWs(async (ws
   await assert.rejects(ws.exec("true", { signal: AbortSignal.abort() }), Canceled);
 }));
 
-test("client timeout rejects with Timeout", async () => withWs(async (ws) => {
-  const c = new Client({ url: daemon.url, token: daemon.token, timeout: 0.3 });
+test("timeouts: a job wait that runs out rejects with the daemon's Timeout (504); the client's timeout before the answer's head with Timeout (0)", async () => withWs(async (ws) => {
   const j = await ws.startJob("sleep 30");
-  await assert.rejects(c.workspace(ws.name).job(j.id).wait(20), Timeout);
+  // The wait's own timeout (not the client's 0.3 s: a wait's request is bounded by
+  // its timeout + 60 s) runs out on the daemon, which answers 504.
+  const c = new Client({ url: daemon.url, token: daemon.token, timeout: 0.3 });
+  const t0 = Date.now();
+  await assert.rejects(c.workspace(ws.name).job(j.id).wait(0.5), (e) => e instanceof Timeout && e.status === 504);
+  const took = Date.now() - t0;
+  assert.ok(took >= 450 && took < 10_000, `the wait answered after ${took} ms, not after its 0.5 s`);
+  assert.equal((await j.info()).running, true, "a wait that times out leaves the job running");
   await j.kill();
+  // No byte of the answer within the client's timeout: Timeout, status 0, at once.
+  const proxy = await startProxy(daemon.url, { holdAnswerMs: 3000 });
+  try {
+    const via = new Client({ url: proxy.url, token: daemon.token, timeout: 0.3 }).workspace(ws.name);
+    const t1 = Date.now();
+    await assert.rejects(via.exists("x"), (e) => e instanceof Timeout && e.status === 0 && /within 0.3 s/.test(e.message));
+    assert.ok(Date.now() - t1 < 2500, "rejected when the client's timeout fired");
+  } finally { await proxy.close(); }
 }));
 
 test("execStream: chunks as they come, then the result", async () => withWs(async (ws) => {

@@ -79,16 +79,25 @@ export function unique(prefix) {
  * (0: a free one), to break connections the way networks do. For the n-th
  * connection (from 0), drop(n) true closes it when the daemon's answer begins
  * (the request reached the daemon; no byte of the answer reaches the client);
- * holdBodyMs delays what follows each answer's head. Resolves to
- * { url, connections(), close() }.
+ * holdBodyMs delays what follows each answer's head; holdAnswerMs delays all
+ * that the daemon sends on a connection (from its start). Resolves to
+ * { url, connections(), open(), cut(), close() }: open() counts the connections
+ * open through it, cut() closes them (new ones go through).
  */
-export function startProxy(upstreamUrl, { port = 0, drop = () => false, holdBodyMs = 0 } = {}) {
+export function startProxy(upstreamUrl, { port = 0, drop = () => false, holdBodyMs = 0, holdAnswerMs = 0 } = {}) {
   const up = new URL(upstreamUrl);
   let conns = 0;
   const sockets = new Set();
+  const clients = new Set();
   const server = createServer((client) => {
     const n = conns++;
+    clients.add(client);
+    client.on("close", () => clients.delete(client));
     const upstream = connect(Number(up.port), up.hostname);
+    if (holdAnswerMs) {
+      upstream.pause();
+      setTimeout(() => upstream.resume(), holdAnswerMs);
+    }
     for (const s of [client, upstream]) { sockets.add(s); s.on("error", () => {}); s.on("close", () => sockets.delete(s)); }
     client.on("data", (d) => upstream.write(d));
     client.on("close", () => upstream.destroy());
@@ -120,6 +129,8 @@ export function startProxy(upstreamUrl, { port = 0, drop = () => false, holdBody
     server.listen(port, "127.0.0.1", () => resolve({
       url: `http://127.0.0.1:${server.address().port}`,
       connections: () => conns,
+      open: () => clients.size,
+      cut: () => { for (const s of sockets) s.destroy(); },
       close: () => new Promise((r) => { for (const s of sockets) s.destroy(); server.close(() => r()); }),
     }));
   });
