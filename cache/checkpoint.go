@@ -820,7 +820,7 @@ func (v *Volume) buildDir(txn *ktxn, up *uploader, r *inode, built map[uint64]bu
 	if err != nil {
 		return bd, fmt.Errorf("directory %d: %w", r.Ino, err)
 	}
-	if !r.Tree.IsZero() && snapshot.HashOf(raw) == r.Tree.Hash {
+	if !r.Tree.IsZero() && v.repo.HashOf(raw) == r.Tree.Hash {
 		bd.ref = r.Tree // unchanged (a change undone): no new copy
 		return bd, nil
 	}

@@ -725,7 +725,7 @@ func (v *Volume) remove(ctx context.Context, parent uint64, name string, isDir b
 // checkEmpty fails with ErrNotEmpty unless directory r has no entries.
 func (o *mop) checkEmpty(r *inode) error {
 	if !r.Loaded {
-		if r.Tree.Hash == emptyTreeHash {
+		if r.Tree.Hash == o.v.repo.EmptyTreeHash() {
 			return nil
 		}
 		return &notLoadedError{ino: r.Ino}
@@ -738,8 +738,6 @@ func (o *mop) checkEmpty(r *inode) error {
 	}
 	return nil
 }
-
-var emptyTreeHash = snapshot.HashOf(snapshot.EmptyTree)
 
 // Rename moves parent/name to newParent/newName, replacing a compatible
 // target (an empty directory for a directory, a non-directory for a

@@ -128,11 +128,11 @@ func (r *Repo) WriteCommit(ctx context.Context, c Commit) error {
 		// A new branch: its ref exists before its first commit, so
 		// ListBranches never misses a branch that has commits.
 		b, _ := json.Marshal(headHint{Seq: 1})
-		if err := r.store.Put(ctx, HeadKey(c.ID.Branch), b); err != nil {
+		if err := r.putObject(ctx, HeadKey(c.ID.Branch), b); err != nil {
 			return fmt.Errorf("create branch %s: %w", c.ID.Branch, err)
 		}
 	}
-	err := r.store.PutIfAbsent(ctx, CommitKey(c.ID), EncodeCommit(c))
+	err := r.putObjectIfAbsent(ctx, CommitKey(c.ID), EncodeCommit(c))
 	if errors.Is(err, blobstore.ErrExists) {
 		return fmt.Errorf("commit %v: %w", c.ID, ErrCommitExists)
 	}
@@ -152,12 +152,12 @@ type headHint struct {
 func (r *Repo) writeHint(ctx context.Context, id CommitID) {
 	b, _ := json.Marshal(headHint{Seq: id.Seq})
 	// A failed hint only costs the next reader a listing.
-	_ = r.store.Put(ctx, HeadKey(id.Branch), b)
+	_ = r.putObject(ctx, HeadKey(id.Branch), b)
 }
 
 // ReadCommit reads one commit. A missing commit gives ErrMissing.
 func (r *Repo) ReadCommit(ctx context.Context, id CommitID) (Commit, error) {
-	b, err := r.store.Get(ctx, CommitKey(id))
+	b, err := r.getObject(ctx, CommitKey(id))
 	if err != nil {
 		return Commit{}, fmt.Errorf("read commit %v: %w", id, r.missing(CommitKey(id), err))
 	}
@@ -179,14 +179,14 @@ func (r *Repo) HeadSeq(ctx context.Context, branch string) (uint64, error) {
 		return 0, err
 	}
 	var seq uint64
-	b, err := r.store.Get(ctx, HeadKey(branch))
+	b, err := r.getObject(ctx, HeadKey(branch))
 	switch {
 	case err == nil:
 		var h headHint
 		if json.Unmarshal(b, &h) == nil && h.Seq > 0 {
 			seq = h.Seq
 		}
-	case !errors.Is(err, blobstore.ErrNotFound):
+	case !errors.Is(err, blobstore.ErrNotFound) && !errors.Is(err, ErrCorrupt): // a bad hint is no hint
 		return 0, fmt.Errorf("read head of %s: %w", branch, err)
 	}
 	if seq > 0 {

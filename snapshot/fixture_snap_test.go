@@ -17,6 +17,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -52,6 +53,15 @@ type vol struct {
 
 var storeSeq atomic.Int64
 
+// encryptedURLs holds the URLs of kind "mem-encrypted": newVol makes an
+// encrypted volume there, locked with testKey.
+var encryptedURLs sync.Map
+
+// testKey is the user key of the encrypted test volumes.
+var testKey = snapshot.UserKey{Key: []byte("0123456789abcdef0123456789abcdef")}
+
+func testKeys(bool) (snapshot.UserKey, error) { return testKey, nil }
+
 // storeURL returns the URL of a fresh, empty store of a kind: "mem",
 // "file", "minio" (an S3 bucket on a MinIO server the test starts) or "gcs"
 // (a prefix of a bucket on the GCS emulator the test starts; see
@@ -61,6 +71,10 @@ func storeURL(t testing.TB, kind string) string {
 	switch kind {
 	case "mem":
 		return fmt.Sprintf("mem://snapshot-test-%d-%d", os.Getpid(), storeSeq.Add(1))
+	case "mem-encrypted":
+		u := fmt.Sprintf("mem://snapshot-test-enc-%d-%d", os.Getpid(), storeSeq.Add(1))
+		encryptedURLs.Store(u, true)
+		return u
 	case "file":
 		return "file://" + t.TempDir()
 	case "minio":
@@ -77,11 +91,12 @@ func stores(t testing.TB) map[string]string {
 	return map[string]string{"mem": storeURL(t, "mem"), "file": storeURL(t, "file")}
 }
 
-// forEachStore runs f as a subtest on a fresh store of every kind. The
-// MinIO server is started once for all of them.
+// forEachStore runs f as a subtest on a fresh store of every kind, and on
+// an encrypted volume in memory. The MinIO server is started once for all
+// of them.
 func forEachStore(t *testing.T, f func(t *testing.T, url string)) {
 	testservices.StartMinIO(t) // keeps the server up across the subtests
-	for _, kind := range []string{"mem", "file", "minio"} {
+	for _, kind := range []string{"mem", "file", "minio", "mem-encrypted"} {
 		t.Run(kind, func(t *testing.T) { f(t, storeURL(t, kind)) })
 	}
 }
@@ -97,7 +112,12 @@ func newVol(t testing.TB, url string) *vol {
 	t.Cleanup(func() { _ = s.Close() })
 	cfg := snapshot.NewConfig(time.Unix(1700000000, 0))
 	cfg.ChunkSize = 4096
-	r, err := snapshot.Init(ctx, s, cfg)
+	var r *snapshot.Repo
+	if _, enc := encryptedURLs.Load(url); enc {
+		r, err = snapshot.InitEncrypted(ctx, s, cfg, testKey)
+	} else {
+		r, err = snapshot.Init(ctx, s, cfg)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +132,7 @@ func newVol(t testing.TB, url string) *vol {
 // reopen returns a second Repo on the same store (another "process").
 func (v *vol) reopen() *snapshot.Repo {
 	v.t.Helper()
-	r, err := snapshot.Open(v.ctx, v.store)
+	r, err := snapshot.OpenWithKey(v.ctx, v.store, testKeys)
 	if err != nil {
 		v.t.Fatal(err)
 	}
@@ -167,7 +187,7 @@ func (v *vol) build(files map[string]fspec) snapshot.TreeRoot {
 	}
 	pending := map[snapshot.Hash]snapshot.BlobRef{}
 	add := func(t snapshot.BlobType, raw []byte) snapshot.BlobRef {
-		h := snapshot.HashOf(raw)
+		h := v.r.HashOf(raw)
 		if ref, ok := v.known[h]; ok {
 			return ref
 		}

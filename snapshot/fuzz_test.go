@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"os"
 	"testing"
 	"time"
 
@@ -62,6 +63,9 @@ func FuzzDecodeCommit(f *testing.F) {
 
 func FuzzDecodeConfig(f *testing.F) {
 	f.Add(NewConfig(time.Unix(1700000000, 0)).Encode())
+	if b, err := os.ReadFile("testdata/encrypted/volume.json"); err == nil {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := DecodeConfig(data)
 		if err != nil {

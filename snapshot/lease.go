@@ -96,11 +96,13 @@ func (r *Repo) latestLease(ctx context.Context, branch string) (uint64, *leaseRe
 		return 0, nil, nil, nil
 	}
 	last := epochs[len(epochs)-1]
-	b, err := r.store.Get(ctx, leaseKey(branch, last))
+	b, err := r.getObject(ctx, leaseKey(branch, last))
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return last, nil, keys[:len(keys)-1], nil
 	}
-	if err != nil {
+	if errors.Is(err, ErrCorrupt) {
+		b = nil // tampered or sealed under another key: unreadable
+	} else if err != nil {
 		return 0, nil, nil, fmt.Errorf("read lease of %s: %w", branch, err)
 	}
 	// An unreadable lease protects nothing: it counts as released.
@@ -135,7 +137,7 @@ func (r *Repo) AcquireLease(ctx context.Context, branch string, h Holder, ttl ti
 			return nil, &LeaseHeldError{Branch: branch, Holder: rec.Holder, Expires: rec.Expires}
 		}
 		b, _ := json.Marshal(leaseRecord{Holder: h, Expires: now.Add(ttl)})
-		err = r.store.PutIfAbsent(ctx, leaseKey(branch, epoch+1), b)
+		err = r.putObjectIfAbsent(ctx, leaseKey(branch, epoch+1), b)
 		if errors.Is(err, blobstore.ErrExists) {
 			continue // someone else moved first: look again
 		}
@@ -166,7 +168,7 @@ func (l *Lease) Renew(ctx context.Context, now time.Time) error {
 		return fmt.Errorf("renew lease of %s: %w", l.branch, err)
 	}
 	b, _ := json.Marshal(leaseRecord{Holder: l.holder, Expires: now.Add(l.ttl)})
-	if err := l.r.store.Put(ctx, leaseKey(l.branch, l.epoch), b); err != nil {
+	if err := l.r.putObject(ctx, leaseKey(l.branch, l.epoch), b); err != nil {
 		return fmt.Errorf("renew lease of %s: %w", l.branch, err)
 	}
 	return nil
@@ -180,7 +182,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		return fmt.Errorf("release lease of %s: %w", l.branch, err)
 	}
 	b, _ := json.Marshal(leaseRecord{Holder: l.holder, Expires: time.Time{}, Released: true})
-	if err := l.r.store.Put(ctx, leaseKey(l.branch, l.epoch), b); err != nil {
+	if err := l.r.putObject(ctx, leaseKey(l.branch, l.epoch), b); err != nil {
 		return fmt.Errorf("release lease of %s: %w", l.branch, err)
 	}
 	return nil

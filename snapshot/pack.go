@@ -36,18 +36,20 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// EncodedBlob is a blob hashed and compressed, ready to be appended to a pack.
+// EncodedBlob is a blob hashed and compressed (and sealed, on an encrypted
+// volume), ready to be appended to a pack.
 type EncodedBlob struct {
 	Type   BlobType
 	Hash   Hash
 	RawLen uint32
-	Stored []byte // codec byte + payload
+	Stored []byte // codec byte + payload; sealed on an encrypted volume
 }
 
-// EncodeBlob hashes and compresses raw. It may be called concurrently; it is
-// the CPU-heavy half of adding a blob to a pack.
+// EncodeBlob hashes (Repo.HashOf), compresses and, on an encrypted volume,
+// seals raw. It may be called concurrently; it is the CPU-heavy half of
+// adding a blob to a pack.
 func (r *Repo) EncodeBlob(t BlobType, raw []byte) EncodedBlob {
-	eb := EncodedBlob{Type: t, Hash: HashOf(raw), RawLen: uint32(len(raw))}
+	eb := EncodedBlob{Type: t, Hash: r.HashOf(raw), RawLen: uint32(len(raw))}
 	out := make([]byte, 1, len(raw)/2+16)
 	out[0] = codecZstd
 	out = r.enc.EncodeAll(raw, out)
@@ -55,15 +57,28 @@ func (r *Repo) EncodeBlob(t BlobType, raw []byte) EncodedBlob {
 		out = append(out[:0], codecRaw)
 		out = append(out, raw...)
 	}
+	if r.seal != nil {
+		out = seal(r.seal.aead, make([]byte, 0, len(out)+sealOverhead), out, blobAD(eb.Hash))
+	}
 	eb.Stored = out
 	return eb
 }
 
 // DecodeStored turns the stored form of a blob back into its raw bytes and
-// checks them against ref's length and hash.
+// checks them against ref's length and hash (and, on an encrypted volume,
+// authenticates them): anything else is ErrCorrupt.
 func (r *Repo) DecodeStored(ref BlobRef, stored []byte) ([]byte, error) {
 	if len(stored) != int(ref.Length) || len(stored) == 0 {
 		return nil, fmt.Errorf("blob %s: stored length %d, want %d: %w", ref.Hash, len(stored), ref.Length, ErrCorrupt)
+	}
+	if r.seal != nil {
+		var err error
+		if stored, err = r.seal.open("blob "+ref.Hash.String()+" in pack "+ref.Pack.String(), stored, blobAD(ref.Hash)); err != nil {
+			return nil, err
+		}
+		if len(stored) == 0 {
+			return nil, fmt.Errorf("blob %s: empty: %w", ref.Hash, ErrCorrupt)
+		}
 	}
 	var raw []byte
 	switch stored[0] {
@@ -78,7 +93,7 @@ func (r *Repo) DecodeStored(ref BlobRef, stored []byte) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("blob %s: unknown codec %d: %w", ref.Hash, stored[0], ErrCorrupt)
 	}
-	if len(raw) != int(ref.RawLen) || HashOf(raw) != ref.Hash {
+	if len(raw) != int(ref.RawLen) || r.HashOf(raw) != ref.Hash {
 		return nil, fmt.Errorf("blob %s in pack %s: bytes do not match their hash: %w", ref.Hash, ref.Pack, ErrCorrupt)
 	}
 	return raw, nil
@@ -101,6 +116,7 @@ func (e PackEntry) Ref(id PackID) BlobRef {
 // PackWriter accumulates blobs into one pack. It is not safe for concurrent
 // use; EncodeBlob is, so callers encode in parallel and append here.
 type PackWriter struct {
+	seal    *sealer // nil on a plain volume
 	id      PackID
 	buf     bytes.Buffer
 	entries []PackEntry
@@ -109,7 +125,7 @@ type PackWriter struct {
 
 // NewPackWriter starts a pack with a fresh random ID.
 func (r *Repo) NewPackWriter() *PackWriter {
-	w := &PackWriter{}
+	w := &PackWriter{seal: r.seal}
 	_, _ = rand.Read(w.id[:])
 	w.buf.WriteString(packMagic)
 	return w
@@ -137,10 +153,13 @@ func (w *PackWriter) Count() int { return len(w.entries) }
 // RawBytes returns the total raw size of the blobs added.
 func (w *PackWriter) RawBytes() int64 { return w.raw }
 
-// Finish appends the footer and trailer and returns the pack's bytes. The
-// writer must not be used afterwards.
+// Finish appends the footer (sealed, on an encrypted volume) and trailer
+// and returns the pack's bytes. The writer must not be used afterwards.
 func (w *PackWriter) Finish() []byte {
 	footer := encodePackFooter(w.entries)
+	if w.seal != nil {
+		footer = seal(w.seal.aead, nil, footer, footerAD(w.id))
+	}
 	w.buf.Write(footer)
 	var tr [trailerSize]byte
 	binary.LittleEndian.PutUint32(tr[0:], uint32(len(footer)))
@@ -198,8 +217,27 @@ func DecodePackFooter(b []byte) ([]PackEntry, error) {
 }
 
 // ParsePack checks a whole pack's framing and returns its entries. It does
-// not verify blob hashes (ReadBlob and fsck do).
+// not verify blob hashes (ReadBlob and fsck do). It reads packs of plain
+// volumes; Repo.ParsePack reads those of the repo's volume.
 func ParsePack(b []byte) ([]PackEntry, error) {
+	return parsePack(b, func(f []byte) ([]byte, error) { return f, nil })
+}
+
+// ParsePack is the package's ParsePack for a pack id of r's volume: on an
+// encrypted volume, it opens the sealed footer.
+func (r *Repo) ParsePack(id PackID, b []byte) ([]PackEntry, error) {
+	return parsePack(b, func(f []byte) ([]byte, error) { return r.openFooter(id, f) })
+}
+
+// openFooter returns the footer of pack id from its stored form.
+func (r *Repo) openFooter(id PackID, f []byte) ([]byte, error) {
+	if r.seal == nil {
+		return f, nil
+	}
+	return r.seal.open("footer of pack "+id.String(), f, footerAD(id))
+}
+
+func parsePack(b []byte, openFooter func([]byte) ([]byte, error)) ([]PackEntry, error) {
 	if len(b) < len(packMagic)+trailerSize || string(b[:len(packMagic)]) != packMagic {
 		return nil, fmt.Errorf("pack: bad header: %w", ErrCorrupt)
 	}
@@ -215,11 +253,15 @@ func ParsePack(b []byte) ([]PackEntry, error) {
 	if crc32.Checksum(footer, castagnoli) != binary.LittleEndian.Uint32(tr[4:]) {
 		return nil, fmt.Errorf("pack: footer checksum mismatch: %w", ErrCorrupt)
 	}
+	limit := uint64(len(b) - trailerSize - flen)
+	footer, err := openFooter(footer)
+	if err != nil {
+		return nil, err
+	}
 	entries, err := DecodePackFooter(footer)
 	if err != nil {
 		return nil, err
 	}
-	limit := uint64(len(b) - trailerSize - flen)
 	for _, e := range entries {
 		if e.Offset < uint64(len(packMagic)) || e.Offset+uint64(e.Length) > limit {
 			return nil, fmt.Errorf("pack: blob %s out of bounds: %w", e.Hash, ErrCorrupt)
@@ -255,6 +297,9 @@ func (r *Repo) ReadPackIndex(ctx context.Context, id PackID) ([]PackEntry, error
 	}
 	if crc32.Checksum(footer, castagnoli) != binary.LittleEndian.Uint32(tr[4:]) {
 		return nil, fmt.Errorf("pack %s: footer checksum mismatch: %w", id, ErrCorrupt)
+	}
+	if footer, err = r.openFooter(id, footer); err != nil {
+		return nil, err
 	}
 	entries, err := DecodePackFooter(footer)
 	if err != nil {

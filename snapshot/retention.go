@@ -242,7 +242,7 @@ func ParseAge(s string) (time.Duration, error) {
 // Retention returns the volume's retention policy: retention.json, or
 // DefaultRetention with stored false when the volume has none.
 func (r *Repo) Retention(ctx context.Context) (p Retention, stored bool, err error) {
-	b, err := r.store.Get(ctx, RetentionKey)
+	b, err := r.getObject(ctx, RetentionKey)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return DefaultRetention(), false, nil
 	}
@@ -261,7 +261,7 @@ func (r *Repo) SetRetention(ctx context.Context, p Retention) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	if err := r.store.Put(ctx, RetentionKey, EncodeRetention(p)); err != nil {
+	if err := r.putObject(ctx, RetentionKey, EncodeRetention(p)); err != nil {
 		return fmt.Errorf("store the retention policy of %s: %w", r.URL(), err)
 	}
 	return nil
@@ -294,7 +294,7 @@ type lastGC struct {
 func (r *Repo) recordGC(ctx context.Context, rep GCReport) error {
 	host, _ := os.Hostname()
 	b, _ := json.Marshal(lastGC{Time: rep.Now, Host: host, CommitsPruned: rep.CommitsPruned, PacksSwept: rep.PacksSwept, BytesFreed: rep.BytesFreed})
-	return r.store.Put(ctx, LastGCKey, b)
+	return r.putObject(ctx, LastGCKey, b)
 }
 
 // LastGC returns when a gc last applied the volume's own policy, by the

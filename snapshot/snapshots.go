@@ -185,7 +185,7 @@ func (r *Repo) putSnapshot(ctx context.Context, s Snapshot) error {
 	if err := r.CheckVolume(ctx); err != nil {
 		return fmt.Errorf("save snapshot %s: %w", s.Name, err)
 	}
-	err := r.store.PutIfAbsent(ctx, SnapshotKey(s.Name), EncodeSnapshot(s))
+	err := r.putObjectIfAbsent(ctx, SnapshotKey(s.Name), EncodeSnapshot(s))
 	if errors.Is(err, blobstore.ErrExists) {
 		return fmt.Errorf("snapshot %q: %w (choose another name, or remove it with `agentfs snapshot rm`)", s.Name, ErrSnapshotExists)
 	}
@@ -201,7 +201,7 @@ func (r *Repo) GetSnapshot(ctx context.Context, name string) (Snapshot, error) {
 	if err := ValidateName("snapshot", name); err != nil {
 		return Snapshot{}, err
 	}
-	b, err := r.store.Get(ctx, SnapshotKey(name))
+	b, err := r.getObject(ctx, SnapshotKey(name))
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return Snapshot{}, fmt.Errorf("snapshot %q: %w", name, ErrNoSnapshot)
 	}
@@ -550,7 +550,7 @@ func (r *Repo) resolveBranch(ctx context.Context, ref string) (Source, error) {
 // hinted commit and a probe for the next one at once; otherwise it falls
 // back to Head.
 func (r *Repo) headCommit(ctx context.Context, branch string) (Commit, error) {
-	b, err := r.store.Get(ctx, HeadKey(branch))
+	b, err := r.getObject(ctx, HeadKey(branch))
 	var h headHint
 	if err == nil && json.Unmarshal(b, &h) == nil && h.Seq > 0 {
 		var serr error

@@ -13,8 +13,14 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// FormatVersion is the newest volume format this code reads and writes.
-const FormatVersion = 1
+// Format versions. Format 2 is format 1 plus encryption at rest; a plain
+// volume is still written as format 1, so older agentfs keeps reading it.
+const (
+	FormatPlain     = 1
+	FormatEncrypted = 2
+	// FormatVersion is the newest volume format this code reads and writes.
+	FormatVersion = FormatEncrypted
+)
 
 // VolumeKey is the store key of the volume descriptor.
 const VolumeKey = "volume.json"
@@ -32,21 +38,22 @@ type Config struct {
 	Format      int       `json:"format"`
 	VolumeID    string    `json:"volume_id"`
 	Created     time.Time `json:"created"`
-	Hash        string    `json:"hash"`        // "sha256"
-	Chunking    string    `json:"chunking"`    // "fixed"
-	ChunkSize   int       `json:"chunk_size"`  // bytes per chunk (the last one of a file may be shorter)
-	Compression string    `json:"compression"` // "zstd"
-	PackSize    int       `json:"pack_size"`   // target pack size in bytes
-	Encryption  string    `json:"encryption"`  // "none" (the only value format 1 defines)
+	Hash        string    `json:"hash"`          // "sha256"; "hmac-sha256" (keyed) when encrypted
+	Chunking    string    `json:"chunking"`      // "fixed"
+	ChunkSize   int       `json:"chunk_size"`    // bytes per chunk (the last one of a file may be shorter)
+	Compression string    `json:"compression"`   // "zstd"
+	PackSize    int       `json:"pack_size"`     // target pack size in bytes
+	Encryption  string    `json:"encryption"`    // "none", or "xchacha20-poly1305" (format 2)
+	Key         *KeyWrap  `json:"key,omitempty"` // the wrapped volume key (encrypted volumes)
 }
 
-// NewConfig returns the parameters for a new volume, with a fresh volume ID
-// and the given creation time.
+// NewConfig returns the parameters for a new plain volume (format 1), with
+// a fresh volume ID and the given creation time.
 func NewConfig(now time.Time) Config {
 	var id [16]byte
 	_, _ = rand.Read(id[:])
 	return Config{
-		Format:      FormatVersion,
+		Format:      FormatPlain,
 		VolumeID:    hex.EncodeToString(id[:]),
 		Created:     now.UTC(),
 		Hash:        "sha256",
@@ -54,7 +61,7 @@ func NewConfig(now time.Time) Config {
 		ChunkSize:   DefaultChunkSize,
 		Compression: "zstd",
 		PackSize:    DefaultPackSize,
-		Encryption:  "none",
+		Encryption:  EncryptionNone,
 	}
 }
 
@@ -65,15 +72,23 @@ func (c Config) Validate() error {
 		return fmt.Errorf("volume format %d (this agentfs reads up to %d; upgrade agentfs): %w", c.Format, FormatVersion, ErrFormatTooNew)
 	case c.Format < 1:
 		return fmt.Errorf("volume format %d: %w", c.Format, ErrCorrupt)
-	case c.Hash != "sha256":
-		return fmt.Errorf("volume hash %q unsupported: %w", c.Hash, ErrCorrupt)
+	case c.Hash != map[bool]string{false: "sha256", true: "hmac-sha256"}[c.Encryption == EncryptionXChaCha]:
+		return fmt.Errorf("volume hash %q unsupported with encryption %q: %w", c.Hash, c.Encryption, ErrCorrupt)
 	case c.Chunking != "fixed" || c.ChunkSize < 4096 || c.ChunkSize > 64<<20:
 		return fmt.Errorf("volume chunking %q/%d unsupported: %w", c.Chunking, c.ChunkSize, ErrCorrupt)
 	case c.Compression != "zstd":
 		return fmt.Errorf("volume compression %q unsupported: %w", c.Compression, ErrCorrupt)
 	case c.PackSize < 1<<20 || c.PackSize > 1<<30:
 		return fmt.Errorf("volume pack size %d out of range: %w", c.PackSize, ErrCorrupt)
-	case c.Encryption != "none":
+	case c.Encryption == EncryptionNone && c.Key != nil:
+		return fmt.Errorf("plain volume with a key: %w", ErrCorrupt)
+	case c.Encryption == EncryptionXChaCha && c.Format < FormatEncrypted:
+		return fmt.Errorf("volume format %d cannot be encrypted: %w", c.Format, ErrCorrupt)
+	case c.Encryption == EncryptionXChaCha:
+		if err := c.Key.validate(); err != nil {
+			return fmt.Errorf("volume key: %w", err)
+		}
+	case c.Encryption != EncryptionNone:
 		return fmt.Errorf("volume encryption %q unsupported: %w", c.Encryption, ErrCorrupt)
 	case c.VolumeID == "":
 		return fmt.Errorf("volume id missing: %w", ErrCorrupt)
@@ -102,16 +117,26 @@ func (c Config) Encode() []byte {
 // Repo is an opened volume: its parameters and the store that holds it. It is
 // safe for concurrent use.
 type Repo struct {
-	store *blobstore.Store
-	cfg   Config
-	enc   *zstd.Encoder
-	dec   *zstd.Decoder
+	store     *blobstore.Store
+	cfg       Config // replaced only by RotateKey, before any concurrent use
+	enc       *zstd.Encoder
+	dec       *zstd.Decoder
+	seal      *sealer // nil on a plain volume
+	volKey    []byte  // the volume key of an encrypted volume
+	emptyTree Hash    // HashOf(EmptyTree)
 }
 
-// Init creates a volume at store with cfg (use NewConfig). It fails with
-// ErrVolumeExists if the store already holds one; two racing Inits produce
-// exactly one volume.
+// Init creates a plain volume at store with cfg (use NewConfig; for an
+// encrypted one, InitEncrypted). It fails with ErrVolumeExists if the store
+// already holds one; two racing Inits produce exactly one volume.
 func Init(ctx context.Context, store *blobstore.Store, cfg Config) (*Repo, error) {
+	if cfg.Encryption != EncryptionNone {
+		return nil, fmt.Errorf("init %s: use InitEncrypted for an encrypted volume", store.URL())
+	}
+	return initRepo(ctx, store, cfg, nil)
+}
+
+func initRepo(ctx context.Context, store *blobstore.Store, cfg Config, volKey []byte) (*Repo, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -122,13 +147,22 @@ func Init(ctx context.Context, store *blobstore.Store, cfg Config) (*Repo, error
 	if err != nil {
 		return nil, fmt.Errorf("init %s: %w", store.URL(), err)
 	}
-	return newRepo(store, cfg)
+	return newRepo(store, cfg, volKey)
 }
 
-// Open reads volume.json from store. A store without one gives an error
-// matching ErrNoVolume that says to run `agentfs init`; a newer format gives
-// ErrFormatTooNew.
+// Open reads volume.json from store and opens a plain volume; an encrypted
+// one gives a *KeyError matching ErrKeyRequired (use OpenWithKey).
 func Open(ctx context.Context, store *blobstore.Store) (*Repo, error) {
+	return OpenWithKey(ctx, store, nil)
+}
+
+// OpenWithKey reads volume.json from store. A store without one gives an
+// error matching ErrNoVolume that says to run `agentfs init`; a newer format
+// gives ErrFormatTooNew. For an encrypted volume it calls keys (never for a
+// plain one): a nil keys or an error from it gives a *KeyError matching
+// ErrKeyRequired, a key that does not unwrap the volume key one matching
+// ErrWrongKey; both name the volume and what to pass.
+func OpenWithKey(ctx context.Context, store *blobstore.Store, keys KeySource) (*Repo, error) {
 	b, err := store.Get(ctx, VolumeKey)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return nil, fmt.Errorf("%s: %w (create one with `agentfs init %s`)", store.URL(), ErrNoVolume, store.URL())
@@ -140,10 +174,16 @@ func Open(ctx context.Context, store *blobstore.Store) (*Repo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open volume %s: %w", store.URL(), err)
 	}
-	return newRepo(store, cfg)
+	var vk []byte
+	if cfg.Encryption != EncryptionNone {
+		if vk, err = openKey(store.URL(), cfg, keys); err != nil {
+			return nil, err
+		}
+	}
+	return newRepo(store, cfg, vk)
 }
 
-func newRepo(store *blobstore.Store, cfg Config) (*Repo, error) {
+func newRepo(store *blobstore.Store, cfg Config, volKey []byte) (*Repo, error) {
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 	if err != nil {
 		return nil, err
@@ -152,7 +192,14 @@ func newRepo(store *blobstore.Store, cfg Config) (*Repo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Repo{store: store, cfg: cfg, enc: enc, dec: dec}, nil
+	r := &Repo{store: store, cfg: cfg, enc: enc, dec: dec, volKey: volKey}
+	if volKey != nil {
+		if r.seal, err = newSealer(volKey); err != nil {
+			return nil, err
+		}
+	}
+	r.emptyTree = r.HashOf(EmptyTree)
+	return r, nil
 }
 
 // Config returns the volume's parameters.
