@@ -9,6 +9,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/agentfs/agentfs/cache"
+	"github.com/agentfs/agentfs/fs/changefeed"
 )
 
 // filesystem is what every node of one mount shares.
@@ -21,6 +22,7 @@ type filesystem struct {
 	atime     Atime
 	gen       uint32 // the generation of every node (file handles; export.go)
 	ops       opCounters
+	changes   *changefeed.Feed // the change feed (changes.go)
 	// server is the mount's FUSE server, set once it is mounted, for the
 	// attribute invalidations of touchAtime.
 	server atomic.Pointer[fuse.Server]

@@ -19,6 +19,9 @@ type handle struct {
 	ino      uint64
 	flags    uint32 // open(2) flags, for debugging
 	released atomic.Bool
+	// written: the file changed through this handle since its last flush
+	// (see changes.go).
+	written atomic.Bool
 }
 
 func newHandle(ino uint64, flags uint32) *handle { return &handle{ino: ino, flags: flags} }

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentfs/agentfs/cache"
+	"github.com/agentfs/agentfs/fs/changefeed"
 )
 
 // FSType is the subtype every agentfs mount has: /proc/self/mountinfo lists
@@ -117,7 +118,7 @@ func Mount(mountpoint string, vol *cache.Volume, opts Options) (*Server, error) 
 		timeout = DefaultCacheTimeout
 	}
 	fsys := &filesystem{vol: vol, log: lg, readOnly: opts.ReadOnly, keepCache: !tun.NoKeepCache, dirCache: !tun.NoDirCache, atime: opts.Atime,
-		gen: vol.Generation()}
+		gen: vol.Generation(), changes: changefeed.New()}
 	caps := uint64(fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_EXPORT_SUPPORT)
 	if tun.Writeback {
 		caps |= fuse.CAP_WRITEBACK_CACHE
@@ -182,7 +183,10 @@ func Mount(mountpoint string, vol *cache.Volume, opts Options) (*Server, error) 
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
 	fsys.server.Store(srv)
-	go srv.Serve()
+	go func() {
+		srv.Serve()
+		fsys.changes.Close("unmounted")
+	}()
 	if err := srv.WaitMount(); err != nil {
 		// The serve loop ends by itself when the mount failed.
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
@@ -270,11 +274,14 @@ func Unmount(dir string, lazy bool) error {
 // attributes, file data (or a directory's cached listing) and a symlink's
 // target. It is the hook for changes the engine makes behind the kernel's
 // back (restore, discard, following a branch head). An inode the kernel
-// does not know is no error.
+// does not know is no error. Like the other Invalidate methods, it records
+// a reset in the change feed (changefeed.ReasonReplaced): such changes
+// have no events of their own.
 //
 // Never call it from a FUSE request handler of this mount: the kernel may
 // need a lock the request holds, and the call would deadlock.
 func (s *Server) InvalidateInode(ino uint64) error {
+	s.root.fsys.changes.Reset(changefeed.ReasonReplaced)
 	return notifyErr(fmt.Sprintf("invalidate inode %d", ino), s.fuse.InodeNotify(ino, 0, 0))
 }
 
@@ -283,6 +290,7 @@ func (s *Server) InvalidateInode(ino uint64) error {
 // up again. Use it for every name the engine creates, removes or renames on
 // its own. The same caveat as for InvalidateInode applies.
 func (s *Server) InvalidateEntry(parent uint64, name string) error {
+	s.root.fsys.changes.Reset(changefeed.ReasonReplaced)
 	return notifyErr(fmt.Sprintf("invalidate entry %q in %d", name, parent), s.fuse.EntryNotify(parent, name))
 }
 
@@ -293,6 +301,7 @@ func (s *Server) InvalidateEntry(parent uint64, name string) error {
 // a change that creates names in the root must also InvalidateEntry them.
 // The same caveat as for InvalidateInode applies.
 func (s *Server) InvalidateAll() error {
+	s.root.fsys.changes.Reset(changefeed.ReasonReplaced)
 	var errs []error
 	var walk func(n *gofs.Inode)
 	seen := map[uint64]bool{}

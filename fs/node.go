@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentfs/agentfs/cache"
+	"github.com/agentfs/agentfs/fs/changefeed"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -121,6 +122,7 @@ func (n *node) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrI
 	if err != nil {
 		return n.errno("setattr", err)
 	}
+	n.recordModified()
 	fillAttr(&a, &out.Attr)
 	return 0
 }
@@ -203,7 +205,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _ uin
 		_ = n.fsys.vol.Release(context.WithoutCancel(ctx), n.ino())
 		return nil, 0, errno
 	}
-	return newHandle(n.ino(), flags), n.fsys.openFlags(trunc), 0
+	h := newHandle(n.ino(), flags)
+	if trunc {
+		wrote(h)
+	}
+	return h, n.fsys.openFlags(trunc), 0
 }
 
 // Create creates and opens regular file name in directory n, owned by the
@@ -213,11 +219,18 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	defer n.fsys.ops.done(opCreate, time.Now(), &errno)
 	excl := flags&syscall.O_EXCL != 0
 	trunc := flags&syscall.O_TRUNC != 0
+	existed := !excl && n.fsys.changes.Active() && n.GetChild(name) != nil
 	a, err := n.fsys.vol.Create(ctx, n.ino(), name, mode&cache.ModePerm, callerCred(ctx), excl, trunc)
 	if err != nil {
 		return nil, nil, 0, n.errno("create", err)
 	}
-	return n.child(ctx, &a, out), newHandle(a.Ino, flags), n.fsys.openFlags(trunc), 0
+	h := newHandle(a.Ino, flags)
+	if !existed {
+		n.recordChild(changefeed.OpCreated, name, changefeed.TypeFile)
+	} else if trunc {
+		wrote(h)
+	}
+	return n.child(ctx, &a, out), h, n.fsys.openFlags(trunc), 0
 }
 
 // Tmpfile creates and opens a regular file with no name for directory n
@@ -257,6 +270,7 @@ func (n *node) Write(ctx context.Context, f gofs.FileHandle, data []byte, off in
 	if err != nil {
 		return 0, n.errno("write", err)
 	}
+	wrote(f)
 	n.fsys.ops.moved(opWrite, c)
 	return uint32(c), 0
 }
@@ -265,6 +279,7 @@ func (n *node) Write(ctx context.Context, f gofs.FileHandle, data []byte, off in
 // the file's in-memory attributes.
 func (n *node) Flush(ctx context.Context, f gofs.FileHandle) (errno syscall.Errno) {
 	defer n.fsys.ops.done(opFlush, time.Now(), &errno)
+	n.flushed(f)
 	return n.errno("flush", n.fsys.vol.Flush(ctx, n.ino()))
 }
 
@@ -283,6 +298,7 @@ func (n *node) Release(ctx context.Context, f gofs.FileHandle) (errno syscall.Er
 	if !ok || !h.release() {
 		return 0
 	}
+	n.flushed(h)
 	// The kernel does not wait for RELEASE to finish; a cancelled context
 	// must not leave the engine's open count behind.
 	return n.errno("release", n.fsys.vol.Release(context.WithoutCancel(ctx), h.ino))
@@ -316,6 +332,7 @@ func (n *node) Allocate(ctx context.Context, f gofs.FileHandle, off uint64, size
 	if errno := n.allocate(ctx, a.Size, off, end, mode); errno != 0 {
 		return errno
 	}
+	wrote(f)
 	// Every mode changes the file, as far as the set-user-ID rules go
 	// (ext4 drops the bits for each), and FALLOCATE carries no
 	// FUSE_WRITE_KILL_SUIDGID: the server asks about the caller itself.
@@ -408,6 +425,7 @@ func (n *node) CopyFileRange(ctx context.Context, fhIn gofs.FileHandle, offIn ui
 	}
 	length = min(length, 1<<30)
 	dst := out.StableAttr().Ino
+	wrote(fhOut)
 	buf := make([]byte, min(length, 1<<20))
 	var done uint64
 	for done < length {
@@ -434,6 +452,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if err != nil {
 		return nil, n.errno("mkdir", err)
 	}
+	n.recordChild(changefeed.OpCreated, name, changefeed.TypeDir)
 	return n.child(ctx, &a, out), 0
 }
 
@@ -445,6 +464,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	if err != nil {
 		return nil, n.errno("mknod", err)
 	}
+	n.recordChild(changefeed.OpCreated, name, typeOfMode(mode))
 	return n.child(ctx, &a, out), 0
 }
 
@@ -456,6 +476,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if err != nil {
 		return nil, n.errno("symlink", err)
 	}
+	n.recordChild(changefeed.OpCreated, name, changefeed.TypeSymlink)
 	return n.child(ctx, &a, out), 0
 }
 
@@ -477,13 +498,22 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	if err != nil {
 		return nil, n.errno("link", err)
 	}
+	n.recordChild(changefeed.OpCreated, name, typeOfMode(cache.TypeMode(a.Type)))
 	return n.child(ctx, &a, out), 0
 }
 
 // Unlink removes the non-directory name from n.
 func (n *node) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
 	defer n.fsys.ops.done(opUnlink, time.Now(), &errno)
-	return n.errno("unlink", n.fsys.vol.Unlink(ctx, n.ino(), name))
+	typ := changefeed.TypeFile
+	if n.fsys.changes.Active() {
+		typ = n.childType(name)
+	}
+	if err := n.fsys.vol.Unlink(ctx, n.ino(), name); err != nil {
+		return n.errno("unlink", err)
+	}
+	n.recordChild(changefeed.OpDeleted, name, typ)
+	return 0
 }
 
 // Rmdir removes the empty directory name from n.
@@ -493,6 +523,7 @@ func (n *node) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
 	if err := n.fsys.vol.Rmdir(ctx, n.ino(), name); err != nil {
 		return n.errno("rmdir", err)
 	}
+	n.recordChild(changefeed.OpDeleted, name, changefeed.TypeDir)
 	if dead != nil {
 		n.fsys.bury(*dead)
 	}
@@ -541,6 +572,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	if err := n.fsys.vol.Rename(ctx, n.ino(), name, np.StableAttr().Ino, newName, rf); err != nil {
 		return n.errno("rename", err)
 	}
+	n.recordRename(name, np, newName, rf&cache.RenameExchange != 0)
 	if dead != nil {
 		if _, err := n.fsys.vol.GetAttr(ctx, dead.Ino); errors.Is(err, cache.ErrNotFound) {
 			n.fsys.bury(*dead)
@@ -625,7 +657,11 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if !knownXattrNamespace(attr) {
 		return syscall.EOPNOTSUPP
 	}
-	return n.errno("setxattr", n.fsys.vol.SetXattr(ctx, n.ino(), attr, data, flags))
+	if err := n.fsys.vol.SetXattr(ctx, n.ino(), attr, data, flags); err != nil {
+		return n.errno("setxattr", err)
+	}
+	n.recordModified()
+	return 0
 }
 
 // Removexattr removes extended attribute attr of n.
@@ -634,7 +670,11 @@ func (n *node) Removexattr(ctx context.Context, attr string) (errno syscall.Errn
 	if !knownXattrNamespace(attr) {
 		return syscall.EOPNOTSUPP
 	}
-	return n.errno("removexattr", n.fsys.vol.RemoveXattr(ctx, n.ino(), attr))
+	if err := n.fsys.vol.RemoveXattr(ctx, n.ino(), attr); err != nil {
+		return n.errno("removexattr", err)
+	}
+	n.recordModified()
+	return 0
 }
 
 // Statfs reports the volume's capacity and use.

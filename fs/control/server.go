@@ -60,6 +60,7 @@ func NewServer(info Info, b Backend, metrics *blobstore.Metrics, log *slog.Logge
 	mux.HandleFunc("POST /v1/sync", s.handleSync)
 	mux.HandleFunc("POST /v1/unmount", s.handleUnmount)
 	mux.HandleFunc("POST /v1/invalidate", s.handleInvalidate)
+	mux.HandleFunc("GET /v1/changes", s.handleChanges)
 	mux.Handle("GET "+MetricsPath, s.MetricsHandler())
 	s.registerHistory(mux)
 	mux.HandleFunc("POST /v1/virtual/diff", s.handleVirtualDiff)

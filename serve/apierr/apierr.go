@@ -22,6 +22,7 @@ import (
 	"github.com/agentfs/agentfs/blobstore"
 	"github.com/agentfs/agentfs/cache"
 	"github.com/agentfs/agentfs/exec"
+	"github.com/agentfs/agentfs/fs/changefeed"
 	"github.com/agentfs/agentfs/fs/control"
 	"github.com/agentfs/agentfs/overlay"
 	"github.com/agentfs/agentfs/serve/workspace"
@@ -144,6 +145,9 @@ var table = []entry{
 	{"fs/control.ErrNotMount", control.ErrNotMount, Unavailable},
 	{"fs/control.ErrNotRunning", control.ErrNotRunning, Unavailable},
 	{"fs/control.ErrNoHistory", control.ErrNoHistory, Unavailable},
+	{"fs/control.ErrNoChanges", control.ErrNoChanges, Unavailable},
+	{"fs/changefeed.ErrBadID", changefeed.ErrBadID, InvalidArgument},
+	{"fs/changefeed.ErrClosed", changefeed.ErrClosed, Unavailable},
 	{"fs/control.ErrBusy", control.ErrBusy, Busy}, // fs.ErrBusy
 
 	// snapshot (history).

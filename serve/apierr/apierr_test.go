@@ -24,7 +24,7 @@ import (
 // listed: the daemon never calls them (it reaches mounts through the
 // kernel, whose errno values the table maps, and through fs/control,
 // which carries cache.ErrReadOnly and fs.ErrBusy as its own).
-var sentinelPackages = []string{"exec", "snapshot", "overlay", "fs/control", "blobstore", "serve/workspace"}
+var sentinelPackages = []string{"exec", "snapshot", "overlay", "fs/control", "fs/changefeed", "blobstore", "serve/workspace"}
 
 // TestEverySentinelMapped parses the packages' sources and fails for any
 // exported sentinel error (a package-level Err* variable made by
