@@ -45,10 +45,11 @@ const (
 	noteDrop    = "page cache, dentries and inodes dropped machine-wide (sync; drop_caches=3); caches inside FUSE servers stay warm"
 	noteFadvise = "file pages dropped (fdatasync; posix_fadvise DONTNEED); dentries, inodes and pages behind FUSE servers stay warm"
 	noteNone    = "warm: no cache dropped"
+	noteNoFiles = "warm: fadvise drops file pages only, and this phase reads directories (dentries and inodes need drop_caches: --cold drop, root)"
 )
 
 // makeCold drops caches before the next measured phase, which will read
-// files, and records what was dropped.
+// files (nil: only directories and inodes), and records what was dropped.
 func (e *env) makeCold(files []string) error {
 	note, err := dropCaches(e.p.Cold, files)
 	if err != nil {
@@ -65,6 +66,9 @@ func dropCaches(mode ColdMode, files []string) (string, error) {
 	case ColdNone:
 		return noteNone, nil
 	case ColdFadvise:
+		if len(files) == 0 {
+			return noteNoFiles, nil
+		}
 		return noteFadvise, fadviseDontNeed(files)
 	case ColdDrop:
 		if err := dropAll(); err != nil {
@@ -76,10 +80,11 @@ func dropCaches(mode ColdMode, files []string) (string, error) {
 		if err == nil {
 			return noteDrop, nil
 		}
-		if ferr := fadviseDontNeed(files); ferr != nil {
+		note, ferr := dropCaches(ColdFadvise, files)
+		if ferr != nil {
 			return "", errors.Join(err, ferr)
 		}
-		return noteFadvise + fmt.Sprintf(" (drop_caches unavailable: %v)", err), nil
+		return note + fmt.Sprintf(" (drop_caches unavailable: %v)", err), nil
 	}
 	return "", mode.Validate()
 }

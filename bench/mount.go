@@ -41,6 +41,9 @@ type MountStats struct {
 	BytesDownloaded int64 `json:"bytes_downloaded"` // payload bytes received from the blob store
 	CacheHits       int64 `json:"cache_hits"`       // reads served by the local data cache
 	CacheMisses     int64 `json:"cache_misses"`     // reads that had to fetch from the blob store
+	// Requests counts the FUSE requests the mount served, by kind
+	// ("LOOKUP", "GETXATTR", ...); nil when the mount does not say.
+	Requests map[string]int64 `json:"requests,omitempty"`
 }
 
 // Sub returns the counters accumulated between before and s.
@@ -52,7 +55,23 @@ func (s MountStats) Sub(before MountStats) MountStats {
 		BytesDownloaded: s.BytesDownloaded - before.BytesDownloaded,
 		CacheHits:       s.CacheHits - before.CacheHits,
 		CacheMisses:     s.CacheMisses - before.CacheMisses,
+		Requests:        subCounts(s.Requests, before.Requests),
 	}
+}
+
+// subCounts returns the positive differences of the counters in after and
+// before, nil when after is nil.
+func subCounts(after, before map[string]int64) map[string]int64 {
+	if after == nil {
+		return nil
+	}
+	d := map[string]int64{}
+	for k, v := range after {
+		if v > before[k] {
+			d[k] = v - before[k]
+		}
+	}
+	return d
 }
 
 // mountRun is what one run of one workload cost a mount: the counters

@@ -71,6 +71,10 @@ type Result struct {
 	// Cold says which caches were dropped before the phase; empty when
 	// none were meant to be.
 	Cold string `json:"cold,omitempty"`
+	// RequestsPerOp is, for an agentfs mount, the FUSE requests it served
+	// per operation of the phase (over every repeat), by kind: the round
+	// trips one operation costs.
+	RequestsPerOp map[string]float64 `json:"fuse_requests_per_op,omitempty"`
 }
 
 // MountResult is what an agentfs mount did during one workload, from just

@@ -215,7 +215,7 @@ func runOnce(ctx context.Context, w Workload, target string, m Mount, p Params) 
 			return nil, nil, errors.Join(fmt.Errorf("mount stats: %w", err), os.RemoveAll(dir))
 		}
 	}
-	s, err := RunWorkload(ctx, w, dir, p)
+	s, err := runWorkload(ctx, w, dir, p, m)
 	if err != nil {
 		return nil, nil, errors.Join(err, os.RemoveAll(dir))
 	}
@@ -260,6 +260,15 @@ func summarizePhase(workload string, ph Phase, target int, runs [][]Sample, pi i
 		if s.Cold != "" {
 			res.Cold = s.Cold
 		}
+		for k, v := range s.Requests {
+			if res.RequestsPerOp == nil {
+				res.RequestsPerOp = map[string]float64{}
+			}
+			res.RequestsPerOp[k] += float64(v)
+		}
+	}
+	for k := range res.RequestsPerOp {
+		res.RequestsPerOp[k] /= float64(max(res.Ops, 1))
 	}
 	res.Repeats = len(runs)
 	res.OpsPerSec = Summarize(ops)

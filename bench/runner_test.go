@@ -107,10 +107,18 @@ func (p *probeDouble) Detect(dir string) (Mount, bool) {
 
 func (p *probeDouble) Describe() string { return "agentfs test double" }
 
+// Stats counts 6 more CREATE requests at every call, so a phase between
+// two calls served 6.
 func (p *probeDouble) Stats(context.Context) (MountStats, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.stats, nil
+	if p.stats.Requests == nil {
+		p.stats.Requests = map[string]int64{}
+	}
+	p.stats.Requests["CREATE"] += 6
+	st := p.stats
+	st.Requests = map[string]int64{"CREATE": p.stats.Requests["CREATE"]}
+	return st, nil
 }
 
 func (p *probeDouble) Sync(context.Context) error {
@@ -152,6 +160,16 @@ func TestRunReportsMounts(t *testing.T) {
 	if m.Target != 1 || m.Repeats != 2 || m.BlobPuts.Median != 3 || m.BlobGets.Median != 1 ||
 		m.MiBUploaded.Median != 2 || m.CacheHitRatio == nil || m.CacheHitRatio.Median != 0.9 || m.SyncSeconds.N != 2 {
 		t.Errorf("mount result: %+v", m)
+	}
+	// 6 CREATE requests per phase of 3 operations.
+	for _, res := range rep.Results {
+		if want := map[bool]float64{true: 2}[res.Target == 1]; res.RequestsPerOp["CREATE"] != want {
+			t.Errorf("target %d: requests per op %v, want CREATE %v", res.Target, res.RequestsPerOp, want)
+		}
+	}
+	var table strings.Builder
+	if err := WriteTable(&table, rep); err != nil || !strings.Contains(table.String(), "counting/touch [2]: 2.00 in all: CREATE 2.00") {
+		t.Errorf("table (%v) lacks the requests per op:\n%s", err, table.String())
 	}
 }
 

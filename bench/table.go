@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 )
 
@@ -64,6 +65,7 @@ func WriteTable(w io.Writer, r *Report) error {
 		}
 		ew.printf("%s", t)
 	}
+	writeRequests(ew, r)
 	if len(r.Failures) > 0 {
 		ew.printf("\nFAILED:\n")
 		for _, f := range r.Failures {
@@ -102,4 +104,34 @@ func (e *errWriter) Write(p []byte) (int, error) {
 
 func (e *errWriter) printf(format string, args ...any) {
 	_, _ = fmt.Fprintf(e, format, args...) // the error is kept in e.err
+}
+
+// writeRequests lists, for agentfs mounts, the FUSE requests per operation
+// of each phase, the most frequent kind first.
+func writeRequests(ew *errWriter, r *Report) {
+	header := false
+	for _, res := range r.Results {
+		if len(res.RequestsPerOp) == 0 {
+			continue
+		}
+		if !header {
+			ew.printf("\nFUSE requests per operation (agentfs mounts, over every repeat):\n")
+			header = true
+		}
+		kinds := make([]string, 0, len(res.RequestsPerOp))
+		var total float64
+		for k, v := range res.RequestsPerOp {
+			kinds = append(kinds, k)
+			total += v
+		}
+		sort.Slice(kinds, func(i, j int) bool {
+			a, b := res.RequestsPerOp[kinds[i]], res.RequestsPerOp[kinds[j]]
+			return a > b || a == b && kinds[i] < kinds[j]
+		})
+		parts := make([]string, 0, len(kinds))
+		for _, k := range kinds {
+			parts = append(parts, fmt.Sprintf("%s %s", k, fmtNum(res.RequestsPerOp[k])))
+		}
+		ew.printf("  %s/%s [%d]: %s in all: %s\n", res.Workload, res.Phase, res.Target+1, fmtNum(total), strings.Join(parts, ", "))
+	}
 }

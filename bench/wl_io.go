@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
@@ -113,9 +114,10 @@ func readBig(e *env, r *recorder, name string) error {
 func randomWorkload() Workload {
 	return Workload{
 		Name: "random",
-		Doc:  "4 KiB preads, then pwrites, at random aligned offsets of one large file, from --threads threads",
+		Doc:  "4 KiB preads (through the page cache, then O_DIRECT), then pwrites, at random aligned offsets of one large file, from --threads threads",
 		Phases: []Phase{
 			{Name: "randread", Op: "one 4 KiB pread at a random offset, caches dropped first"},
+			{Name: "randread-direct", Op: "one 4 KiB pread at a random offset of the file opened with O_DIRECT (as fio --direct=1)"},
 			{Name: "randwrite", Op: "one 4 KiB pwrite at a random offset; the closing fsync is inside the phase time"},
 		},
 		run: runRandom,
@@ -147,27 +149,37 @@ func runRandom(e *env) error {
 			g, _ := errgroup.WithContext(e.ctx)
 			for t := range p.Threads {
 				rng := rand.New(rand.NewPCG(p.Seed, uint64(t)+uint64(len(name))<<32))
-				g.Go(func() error { return fn(r, rng, make([]byte, randBlock), t) })
+				g.Go(func() error { return fn(r, rng, alignedBlock(), t) })
 			}
 			return g.Wait()
 		})
 	}
-	err = run("randread", func(r *recorder, rng *rand.Rand, buf []byte, t int) error {
-		for range share(t) {
-			if err := e.ctx.Err(); err != nil {
-				return err
+	randRead := func(f *os.File) func(r *recorder, rng *rand.Rand, buf []byte, t int) error {
+		return func(r *recorder, rng *rand.Rand, buf []byte, t int) error {
+			for range share(t) {
+				if err := e.ctx.Err(); err != nil {
+					return err
+				}
+				off := rng.Int64N(blocks) * randBlock
+				start := time.Now()
+				n, err := f.ReadAt(buf, off)
+				if err != nil {
+					return err
+				}
+				r.op(start, int64(n))
 			}
-			off := rng.Int64N(blocks) * randBlock
-			start := time.Now()
-			n, err := f.ReadAt(buf, off)
-			if err != nil {
-				return err
-			}
-			r.op(start, int64(n))
+			return nil
 		}
-		return nil
-	})
+	}
+	if err := run("randread", randRead(f)); err != nil {
+		return err
+	}
+	direct, err := openDirect(name)
 	if err != nil {
+		return err
+	}
+	defer direct.Close()
+	if err := run("randread-direct", randRead(direct)); err != nil {
 		return err
 	}
 	return run("randwrite", func(r *recorder, rng *rand.Rand, buf []byte, t int) error {
@@ -188,6 +200,26 @@ func runRandom(e *env) error {
 		// thread's writes are durable.
 		return f.Sync()
 	})
+}
+
+// alignedBlock returns a randBlock-long buffer aligned to randBlock, as
+// O_DIRECT I/O requires.
+func alignedBlock() []byte {
+	buf := make([]byte, 2*randBlock)
+	off := int(uintptr(unsafe.Pointer(&buf[0])) & (randBlock - 1))
+	if off != 0 {
+		off = randBlock - off
+	}
+	return buf[off : off+randBlock]
+}
+
+// openDirect opens name for reading with O_DIRECT.
+func openDirect(name string) (*os.File, error) {
+	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s with O_DIRECT: %w", name, err)
+	}
+	return os.NewFile(uintptr(fd), name), nil
 }
 
 func btoi(b bool) int {

@@ -41,6 +41,9 @@ type Params struct {
 	NodePackages int `json:"node_packages"`
 	// EditFiles files the edit loop opens, modifies, writes and fsyncs.
 	EditFiles int `json:"edit_files"`
+	// TreeFiles source files of the tree workload's tree (tar -x, ls -lR,
+	// grep -r, cp -r).
+	TreeFiles int `json:"tree_files"`
 	// Cold says how caches are dropped before reads.
 	Cold ColdMode `json:"cold"`
 	// Seed makes generated trees and random offsets reproducible.
@@ -65,6 +68,7 @@ func DefaultParams() Params {
 		GitStatusRepeats: 10,
 		NodePackages:     150,
 		EditFiles:        1000,
+		TreeFiles:        10000,
 		Cold:             ColdAuto,
 		Seed:             1,
 	}
@@ -89,6 +93,7 @@ func QuickParams() Params {
 		GitStatusRepeats: 3,
 		NodePackages:     15,
 		EditFiles:        100,
+		TreeFiles:        300,
 		Cold:             ColdAuto,
 		Seed:             1,
 	}
@@ -116,6 +121,7 @@ func (p Params) Validate() error {
 		{"git status repeats", int64(p.GitStatusRepeats), 1},
 		{"node packages", int64(p.NodePackages), 1},
 		{"edit files", int64(p.EditFiles), 1},
+		{"tree files", int64(p.TreeFiles), 1},
 	}
 	for _, c := range checks {
 		if c.v < c.min {
@@ -155,6 +161,9 @@ type Sample struct {
 	// Cold describes which caches were dropped before the phase ("" when
 	// the phase does not drop caches).
 	Cold string
+	// Requests counts the FUSE requests an agentfs mount served during the
+	// phase, by kind; nil for other targets.
+	Requests map[string]int64
 }
 
 // Workloads returns every workload in the order bench runs them.
@@ -167,6 +176,7 @@ func Workloads() []Workload {
 		gitWorkload(),
 		nodeModulesWorkload(),
 		editLoopWorkload(),
+		treeWorkload(),
 	}
 }
 
@@ -200,10 +210,16 @@ func SelectWorkloads(names []string) ([]Workload, error) {
 // RunWorkload runs w once in dir, which must exist and be empty, and
 // returns one Sample per phase in the order of w.Phases.
 func RunWorkload(ctx context.Context, w Workload, dir string, p Params) ([]Sample, error) {
+	return runWorkload(ctx, w, dir, p, nil)
+}
+
+// runWorkload is RunWorkload in a directory of mount m (nil for any other
+// target), whose FUSE request counters it reads around every phase.
+func runWorkload(ctx context.Context, w Workload, dir string, p Params, m Mount) ([]Sample, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	e := &env{ctx: ctx, dir: dir, p: p, rng: rand.New(rand.NewPCG(p.Seed, 0x5eed))}
+	e := &env{ctx: ctx, dir: dir, p: p, rng: rand.New(rand.NewPCG(p.Seed, 0x5eed)), mount: m}
 	if err := w.run(e); err != nil {
 		return e.samples, fmt.Errorf("workload %s in %s: %w", w.Name, dir, err)
 	}
@@ -228,6 +244,20 @@ type env struct {
 	rng     *rand.Rand
 	samples []Sample
 	cold    string // set by makeCold, attached to the next measured phase
+	mount   Mount  // the agentfs mount dir is in, or nil
+}
+
+// requests returns the mount's FUSE request counters (nil without a
+// mount, or when the mount cannot say).
+func (e *env) requests() (map[string]int64, error) {
+	if e.mount == nil {
+		return nil, nil
+	}
+	st, err := e.mount.Stats(e.ctx)
+	if err != nil {
+		return nil, fmt.Errorf("mount stats: %w", err)
+	}
+	return st.Requests, nil
 }
 
 // measure times fn as phase name and appends its Sample.
@@ -235,9 +265,13 @@ func (e *env) measure(name string, fn func(r *recorder) error) error {
 	if err := e.ctx.Err(); err != nil {
 		return err
 	}
+	before, err := e.requests()
+	if err != nil {
+		return fmt.Errorf("phase %s: %w", name, err)
+	}
 	r := &recorder{}
 	start := time.Now()
-	err := fn(r)
+	err = fn(r)
 	elapsed := time.Since(start)
 	if err != nil {
 		return fmt.Errorf("phase %s: %w", name, err)
@@ -245,7 +279,12 @@ func (e *env) measure(name string, fn func(r *recorder) error) error {
 	if r.ops == 0 {
 		return fmt.Errorf("phase %s: %w", name, errNoOps)
 	}
-	e.samples = append(e.samples, Sample{Phase: name, Ops: r.ops, Bytes: r.bytes, Elapsed: elapsed, Latencies: r.lat, Cold: e.cold})
+	after, err := e.requests()
+	if err != nil {
+		return fmt.Errorf("phase %s: %w", name, err)
+	}
+	e.samples = append(e.samples, Sample{Phase: name, Ops: r.ops, Bytes: r.bytes, Elapsed: elapsed, Latencies: r.lat, Cold: e.cold,
+		Requests: subCounts(after, before)})
 	e.cold = ""
 	return nil
 }

@@ -20,7 +20,7 @@ func tinyParams() Params {
 	p := QuickParams()
 	p.BigFileSize, p.RandFileSize, p.RandOps = 2<<20, 1<<20, 64
 	p.SmallFiles, p.MetaOps, p.ReaddirEntries, p.ReaddirRepeats = 40, 30, 50, 2
-	p.GitFiles, p.GitStatusRepeats, p.NodePackages, p.EditFiles = 60, 2, 3, 20
+	p.GitFiles, p.GitStatusRepeats, p.NodePackages, p.EditFiles, p.TreeFiles = 60, 2, 3, 20, 60
 	p.Cold = ColdFadvise
 	return p
 }
@@ -73,7 +73,7 @@ func checkWorkloadEffects(t *testing.T, name string, p Params, dir string, s []S
 			t.Errorf("cold notes: write %q, read %q", byPhase["write"].Cold, byPhase["read"].Cold)
 		}
 	case "random":
-		for _, ph := range []string{"randread", "randwrite"} {
+		for _, ph := range []string{"randread", "randread-direct", "randwrite"} {
 			if got := byPhase[ph]; got.Ops != int64(p.RandOps) || got.Bytes != int64(p.RandOps)*4096 {
 				t.Errorf("%s: %d ops, %d bytes; want %d ops of 4 KiB", ph, got.Ops, got.Bytes, p.RandOps)
 			}
@@ -90,8 +90,8 @@ func checkWorkloadEffects(t *testing.T, name string, p Params, dir string, s []S
 			t.Errorf("metadata ops: %+v", byPhase)
 		}
 	case "git":
-		if byPhase["commit"].Ops != int64(p.GitFiles) || byPhase["status"].Ops != int64(p.GitStatusRepeats) {
-			t.Errorf("git ops: commit %d, status %d", byPhase["commit"].Ops, byPhase["status"].Ops)
+		if byPhase["add"].Ops != int64(p.GitFiles) || byPhase["commit"].Ops != int64(p.GitFiles) || byPhase["status"].Ops != int64(p.GitStatusRepeats) {
+			t.Errorf("git ops: add %d, commit %d, status %d", byPhase["add"].Ops, byPhase["commit"].Ops, byPhase["status"].Ops)
 		}
 		out, err := gitCmd(context.Background(), dir, "rev-list", "--count", "HEAD")
 		if err != nil || strings.TrimSpace(string(out)) != "1" {
@@ -103,6 +103,19 @@ func checkWorkloadEffects(t *testing.T, name string, p Params, dir string, s []S
 		}
 		if _, err := os.Stat(dir + "/node_modules"); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("node_modules left behind: %v", err)
+		}
+	case "tree":
+		for _, ph := range []string{"tar-x", "grep-r", "cp-r"} {
+			if byPhase[ph].Ops != int64(p.TreeFiles) {
+				t.Errorf("%s: %d ops, want %d", ph, byPhase[ph].Ops, p.TreeFiles)
+			}
+		}
+		if byPhase["ls-lR-cold"].Cold != noteNoFiles || byPhase["ls-lR-warm"].Cold != "" {
+			t.Errorf("cold notes: cold %q, warm %q", byPhase["ls-lR-cold"].Cold, byPhase["ls-lR-warm"].Cold)
+		}
+		n := 0
+		if err := walkFiles(dir+"/copy", func(string) { n++ }); err != nil || n != p.TreeFiles {
+			t.Errorf("cp -r copied %d files (%v), want %d", n, err, p.TreeFiles)
 		}
 	case "editloop":
 		if byPhase["edit"].Ops != int64(p.EditFiles) {

@@ -43,8 +43,16 @@ func (b benchMount) Stats(ctx context.Context) (bench.MountStats, error) {
 	if err != nil {
 		return bench.MountStats{}, err
 	}
+	st, err := b.c.Status(ctx)
+	if err != nil {
+		return bench.MountStats{}, err
+	}
+	reqs := map[string]int64{}
+	for _, o := range st.FUSE {
+		reqs[o.Op] = o.Calls
+	}
 	return bench.MountStats{BlobPuts: s.BlobPuts, BlobGets: s.BlobGets, BytesUploaded: s.BytesUploaded,
-		BytesDownloaded: s.BytesDownloaded, CacheHits: s.CacheHits, CacheMisses: s.CacheMisses}, nil
+		BytesDownloaded: s.BytesDownloaded, CacheHits: s.CacheHits, CacheMisses: s.CacheMisses, Requests: reqs}, nil
 }
 
 // Sync waits until everything written is in the store.
