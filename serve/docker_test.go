@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -128,4 +129,70 @@ func TestDockerBackend(t *testing.T) {
 	if n := stateContainers(t, d.stateDir); n != 0 {
 		t.Errorf("%d containers after the delete", n)
 	}
+}
+
+// TestDockerPerRequest: the admin may run one command (exec or job) with
+// a backend of its own, here a container over a local workspace, which is
+// removed when the command ends; a workspace token may not choose a
+// backend.
+func TestDockerPerRequest(t *testing.T) {
+	d := newDaemonConfig(t, func(c *workspace.Config) {
+		c.Backend = exec.Spec{Image: testImage(), User: "1000:1000"}
+	}, nil)
+	ctx := ctxT(t)
+	w := d.create("host")
+	// The workspace's root is the daemon's (root's); the container's user
+	// writes in sub.
+	if res, err := w.Exec(ctx, api.ExecRequest{Command: "mkdir sub && chown 1000:1000 sub"}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("mkdir: %v %+v", err, res)
+	}
+	docker := &api.Backend{Type: api.BackendDocker}
+	start := time.Now()
+	res, err := w.Exec(ctx, api.ExecRequest{Command: "id -u; pwd; echo x > made.txt", Cwd: "sub", Backend: docker})
+	var e *sclient.Error
+	if errors.As(err, &e) && (strings.Contains(e.Message, exec.ErrDockerUnavailable.Error()) || strings.Contains(e.Message, exec.ErrImageMissing.Error())) {
+		testenv.Missing(t, "docker engine with image "+testImage()+" (bash scripts/setup-docker.sh)", err)
+	}
+	if err != nil || res.ExitCode != 0 || res.Stdout != "1000\n/workspace/sub\n" {
+		t.Fatalf("exec in a container of its own: %v %+v", err, res)
+	}
+	if res.Changes == nil || len(res.Changes.Created) != 1 || res.Changes.Created[0] != "sub/made.txt" {
+		t.Errorf("changes %+v", res.Changes)
+	}
+	t.Logf("exec with a container of its own: %v", time.Since(start).Round(time.Millisecond))
+	if n := stateContainers(t, d.stateDir); n != 0 {
+		t.Errorf("%d containers after the command", n)
+	}
+	// The workspace's own backend is still local.
+	res, err = w.Exec(ctx, api.ExecRequest{Command: "pwd"})
+	if err != nil || res.Stdout == "/workspace\n" {
+		t.Errorf("the workspace's backend: %v %+v", err, res)
+	}
+
+	j, err := w.StartJob(ctx, api.ExecRequest{Command: "sleep 600", Backend: docker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := stateContainers(t, d.stateDir); n != 1 {
+		t.Errorf("%d containers while the job runs, want 1", n)
+	}
+	j, err = w.KillJob(ctx, j.ID)
+	if err != nil || j.ExitCode == nil || *j.ExitCode != 137 {
+		t.Errorf("kill: %v %+v exit %v error %+v", err, j, *j.ExitCode, j.Error)
+	}
+	if n := stateContainers(t, d.stateDir); n != 0 {
+		t.Errorf("%d containers after the job", n)
+	}
+
+	tok, err := d.admin.CreateToken(ctx, api.CreateToken{Workspace: "host"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := d.admin.WithToken(tok.Token).Workspace("host")
+	_, err = ws.Exec(ctx, api.ExecRequest{Command: "id", Backend: &api.Backend{Type: api.BackendLocal}})
+	wantCode(t, "a workspace token choosing a backend", err, "forbidden", 403)
+	_, err = ws.StartJob(ctx, api.ExecRequest{Command: "id", Backend: docker})
+	wantCode(t, "a workspace token choosing a job's backend", err, "forbidden", 403)
+	_, err = w.Exec(ctx, api.ExecRequest{Command: "id", Backend: &api.Backend{Type: api.BackendDocker, User: "root"}})
+	wantCode(t, "an invalid backend", err, "invalid_argument", 400)
 }

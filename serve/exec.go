@@ -92,37 +92,57 @@ func execError(err error) error {
 	return err
 }
 
-// command reads the request of a command (exec, stream or job) and
-// takes its slot under the caps; the caller must call release once the
-// command has ended.
-func (s *Server) command(c *call, job bool) (req execRequest, er exec.Request, release func(), err error) {
+// command reads the request of a command (exec, stream or job), takes
+// its slot under the caps and returns the backend to run it with; the
+// caller must call release once the command has ended.
+func (s *Server) command(c *call, job bool) (req execRequest, er exec.Request, b *exec.Backend, release func(), err error) {
 	if err = decode(c.r, &req); err != nil {
-		return req, er, nil, err
+		return req, er, nil, nil, err
 	}
 	c.path = req.Cwd
 	if er, err = req.toExec(); err != nil {
-		return req, er, nil, err
+		return req, er, nil, nil, err
 	}
 	if job && req.Timeout == 0 {
 		// A job runs until it ends or is killed unless a timeout is given.
 		er.Timeout = -1
 	}
-	release, err = s.limits.acquire(c.ws.Name, job)
-	return req, er, release, err
+	if req.Backend != nil && !c.caller.Admin {
+		return req, er, nil, nil, apierr.New(apierr.Forbidden, "backend: only the admin token may choose a command's backend; a workspace token runs commands with its workspace's")
+	}
+	if release, err = s.limits.acquire(c.ws.Name, job); err != nil {
+		return req, er, nil, nil, err
+	}
+	if req.Backend == nil {
+		return req, er, c.ws.Backend, release, nil
+	}
+	// The same fields as exec.Spec: a change to one fails to compile here.
+	h, slot := c.ws, release
+	b, err = h.NewBackend(c.r.Context(), exec.Spec(*req.Backend))
+	if err != nil {
+		slot()
+		return req, er, nil, nil, err
+	}
+	return req, er, b, func() {
+		if err := h.CloseBackend(b); err != nil {
+			s.log.Warn("closing a command's backend", "workspace", h.Name, "err", err)
+		}
+		slot()
+	}, nil
 }
 
 // exec answers POST /v1/workspaces/{name}/exec: it runs the command and
 // returns its result once its whole process tree is gone and what it
 // wrote is synced.
 func (s *Server) exec(c *call) error {
-	req, er, release, err := s.command(c, false)
+	req, er, b, release, err := s.command(c, false)
 	if err != nil {
 		return err
 	}
 	defer release()
 	ctx, cancel := s.deadline(c, er.Timeout)
 	defer cancel()
-	res, err := c.ws.Backend.Exec(ctx, er)
+	res, err := b.Exec(ctx, er)
 	if res == nil || execError(err) != nil {
 		return err
 	}
@@ -187,7 +207,7 @@ func (w streamWriter) Write(p []byte) (int, error) {
 // execStream answers POST /v1/workspaces/{name}/exec/stream: the output
 // as NDJSON events as it comes, then the result.
 func (s *Server) execStream(c *call) error {
-	req, er, release, err := s.command(c, false)
+	req, er, b, release, err := s.command(c, false)
 	if err != nil {
 		return err
 	}
@@ -198,7 +218,7 @@ func (s *Server) execStream(c *call) error {
 	// The output goes out as events only; the result carries none.
 	er.Stdout, er.Stderr = streamWriter{n, "stdout"}, streamWriter{n, "stderr"}
 	er.DiscardOutput = true
-	res, err := c.ws.Backend.Exec(ctx, er)
+	res, err := b.Exec(ctx, er)
 	if res == nil || execError(err) != nil {
 		n.mu.Lock()
 		started := n.started

@@ -153,11 +153,11 @@ func (jb *job) info(result bool) api.Job {
 // startJob answers POST /v1/workspaces/{name}/jobs: the command starts in
 // the background and the job is returned at once (201).
 func (s *Server) startJob(c *call) error {
-	req, er, release, err := s.command(c, true)
+	req, er, b, release, err := s.command(c, true)
 	if err != nil {
 		return err
 	}
-	j, err := c.ws.Backend.Start(c.r.Context(), er)
+	j, err := b.Start(c.r.Context(), er)
 	if err != nil {
 		release()
 		return err

@@ -72,7 +72,9 @@ the workspace's root, which is the daemon's user for an empty workspace; as
 root, give --user or "0:0"), with no network unless --network, the limits
 --memory, --cpus and --pids, and no-new-privileges. These docker options
 are also the defaults of the docker workspaces that leave them out, even
-with --backend local. A workspace token cannot choose a backend.
+with --backend local. Only the admin token chooses backends: at creation,
+or for one command ("backend" in an exec or job request); a workspace token
+that asks is refused (403).
 
 SIGTERM or SIGINT: the daemon stops accepting requests, kills running
 commands and jobs, syncs and unmounts every workspace (removing their

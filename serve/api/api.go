@@ -167,6 +167,11 @@ type ExecRequest struct {
 	OutputLimit int64 `json:"output_limit,omitempty"`
 	// Encoding is EncodingUTF8 ("" too) or EncodingBase64.
 	Encoding string `json:"encoding,omitempty"`
+	// Backend, admin token only, runs this command with a backend of its
+	// own (a container started for it and removed when it ends, for
+	// docker) instead of the workspace's; a workspace token gets
+	// forbidden.
+	Backend *Backend `json:"backend,omitempty"`
 }
 
 // Changes lists what a command created, modified and deleted, relative

@@ -34,6 +34,9 @@ type mounted struct {
 	proc    *mountproc.Process // nil for a server adopted from a killed daemon
 	ctl     *control.Client
 	backend *exec.Backend
+	// extra are the backends of Handle.NewBackend still open; guarded by
+	// Manager.mu.
+	extra map[*exec.Backend]struct{}
 }
 
 // alive reports whether the mount's server process still runs.
@@ -86,7 +89,43 @@ type Handle struct {
 
 	m    *Manager
 	ws   *wsState
+	mt   *mounted // the mount the Handle pins
 	once sync.Once
+}
+
+// NewBackend starts an exec backend of spec (its empty docker options
+// completed with the daemon's, as a workspace's are) on the workspace's
+// mount, with the mount's seams: for a command that must not run with the
+// workspace's own backend. The caller closes it once its commands have
+// ended (Close kills what still runs and removes its container); an
+// unmount closes it too. Choosing a backend bypasses the admin's choice
+// for the workspace: only the admin may ask for it.
+func (h *Handle) NewBackend(ctx context.Context, spec exec.Spec) (*exec.Backend, error) {
+	b, err := h.m.newBackend(ctx, h.Control, record{Name: h.Name, Backend: &spec})
+	if err != nil {
+		return nil, err
+	}
+	h.m.mu.Lock()
+	if h.ws.mnt != h.mt {
+		// Unmounted meanwhile (a lifetime ended, Close).
+		h.m.mu.Unlock()
+		_ = b.Close()
+		return nil, fmt.Errorf("workspace %s: unmounted while a backend was starting: %w", h.Name, ErrClosed)
+	}
+	if h.mt.extra == nil {
+		h.mt.extra = map[*exec.Backend]struct{}{}
+	}
+	h.mt.extra[b] = struct{}{}
+	h.m.mu.Unlock()
+	return b, nil
+}
+
+// CloseBackend closes a backend of NewBackend and forgets it.
+func (h *Handle) CloseBackend(b *exec.Backend) error {
+	h.m.mu.Lock()
+	delete(h.mt.extra, b)
+	h.m.mu.Unlock()
+	return b.Close()
 }
 
 // Release unpins the workspace and counts as its last use. Later calls
@@ -131,7 +170,7 @@ func (m *Manager) Acquire(ctx context.Context, name string) (*Handle, error) {
 		if ws.mnt != nil && ws.mnt.alive() {
 			ws.pins++
 			ws.lastUsed = m.now()
-			h := &Handle{Name: name, MountPoint: m.mountPoint(name), Control: ws.mnt.ctl, Backend: ws.mnt.backend, Virtual: ws.rec.Virtual, m: m, ws: ws}
+			h := &Handle{Name: name, MountPoint: m.mountPoint(name), Control: ws.mnt.ctl, Backend: ws.mnt.backend, Virtual: ws.rec.Virtual, m: m, ws: ws, mt: ws.mnt}
 			m.mu.Unlock()
 			return h, nil
 		}
@@ -306,6 +345,15 @@ func (m *Manager) newBackend(ctx context.Context, ctl *control.Client, rec recor
 // unmounts (lazily when the mount is still busy: then its last users keep
 // it until they close their files) and waits for the server to exit.
 func (m *Manager) unmount(ctx context.Context, name string, mt *mounted) error {
+	m.mu.Lock()
+	extra := mt.extra
+	mt.extra = nil
+	m.mu.Unlock()
+	for b := range extra {
+		if err := b.Close(); err != nil {
+			m.log.Warn("closing a request's exec backend", "workspace", name, "err", err)
+		}
+	}
 	if err := mt.backend.Close(); err != nil {
 		m.log.Warn("closing the exec backend", "workspace", name, "err", err)
 	}
