@@ -131,6 +131,9 @@ type RemoveOptions struct {
 	Force bool
 	// Now is the clock leases are judged by; default time.Now.
 	Now func() time.Time
+	// Keys supplies the key of an encrypted volume, to read its leases.
+	// With Force, an encrypted volume is removed without its key.
+	Keys KeySource
 	// Concurrency bounds the deletes in flight; default 16.
 	Concurrency int
 	// Progress, if set, is called from one goroutine at a time, with phase
@@ -153,7 +156,8 @@ type RemoveReport struct {
 // It refuses, with an error matching ErrLeaseHeld that names the writer,
 // while a writer holds a live lease on any branch, unless opts.Force. A
 // store without volume.json gives ErrNoVolume, unless it holds objects of
-// the layout (an interrupted removal) and opts.Force is set.
+// the layout (an interrupted removal) and opts.Force is set. An encrypted
+// volume needs opts.Keys to check its leases, unless opts.Force.
 //
 // volume.json goes first: from then on the volume does not open, and every
 // writer still running stops at its next commit or lease renewal (they
@@ -167,7 +171,8 @@ func RemoveVolume(ctx context.Context, store *blobstore.Store, opts RemoveOption
 	if opts.Now != nil {
 		now = opts.Now
 	}
-	r, err := Open(ctx, store)
+	r, err := OpenWithKey(ctx, store, opts.Keys)
+	var keyErr *KeyError
 	switch {
 	case errors.Is(err, ErrNoVolume):
 		left, lerr := listVolumeObjects(ctx, store)
@@ -181,10 +186,14 @@ func RemoveVolume(ctx context.Context, store *blobstore.Store, opts RemoveOption
 			return rep, fmt.Errorf("%s has no volume.json but %d objects of a volume (packs/, commits/, refs/, leases/, …), "+
 				"left by an interrupted removal: %w (remove them with --force)", store.URL(), len(left), ErrNoVolume)
 		}
-	case err != nil:
+	case errors.As(err, &keyErr) && !opts.Force:
+		return rep, fmt.Errorf("%w (or pass --force to remove it without reading its leases)", err)
+	case err != nil && keyErr == nil:
 		return rep, err
 	default:
-		defer r.Close()
+		if r != nil {
+			defer r.Close()
+		}
 		if !opts.Force {
 			if err := r.CheckNoWriter(ctx, now()); err != nil {
 				return rep, err

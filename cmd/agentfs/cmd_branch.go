@@ -44,7 +44,7 @@ func newBranchListCmd() *cobra.Command {
 		Short: "List branches with their head commit and live writer",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := openTarget(cmd.Context(), args[0])
+			t, err := openTarget(cmd.Context(), args[0], volumeKeys(cmd))
 			if err != nil {
 				return err
 			}
@@ -105,7 +105,7 @@ It refuses the default branch (main) and a branch that a live writer holds
 bring the branch back with its next commit, so stop it first.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := openTarget(cmd.Context(), args[0])
+			t, err := openTarget(cmd.Context(), args[0], volumeKeys(cmd))
 			if err != nil {
 				return err
 			}

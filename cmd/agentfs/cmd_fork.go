@@ -27,7 +27,7 @@ credentials); the mount itself is unchanged. To fork a mount's live state,
   agentfs mount --branch attempt-1 file:///ws /mnt/attempt-1`,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := openTarget(cmd.Context(), args[0])
+			t, err := openTarget(cmd.Context(), args[0], volumeKeys(cmd))
 			if err != nil {
 				return err
 			}

@@ -35,7 +35,7 @@ On a MOUNTPOINT, the mount's server checks its volume (with its credentials).`,
   agentfs fsck s3://bucket/ws --full --json > fsck.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := openTarget(cmd.Context(), args[0])
+			t, err := openTarget(cmd.Context(), args[0], volumeKeys(cmd))
 			if err != nil {
 				return err
 			}

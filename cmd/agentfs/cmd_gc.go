@@ -53,7 +53,7 @@ credentials, in its process: its memory grows for the duration).
 			if err != nil {
 				return err
 			}
-			t, err := openTarget(cmd.Context(), args[0])
+			t, err := openTarget(cmd.Context(), args[0], volumeKeys(cmd))
 			if err != nil {
 				return err
 			}

@@ -22,6 +22,7 @@ import (
 	afs "github.com/agentfs/agentfs/fs"
 	"github.com/agentfs/agentfs/fs/control"
 	"github.com/agentfs/agentfs/internal/mountproc"
+	"github.com/agentfs/agentfs/internal/volkey"
 	"github.com/agentfs/agentfs/overlay"
 	"github.com/agentfs/agentfs/snapshot"
 )
@@ -43,7 +44,8 @@ type mountFlags struct {
 	tune               string
 	atime              string
 	dev, suid          bool
-	readyFD            int // internal: the background parent's pipe
+	readyFD            int    // internal: the background parent's pipe
+	keyFile            string // --key-file
 	branchSet          bool
 
 	virtual bool   // --virtual
@@ -116,6 +118,7 @@ confinement.`,
 	}
 	fl := c.Flags()
 	fl.BoolVarP(&f.background, "background", "d", false, "return once the mount is ready, leaving the server running")
+	fl.StringVar(&f.keyFile, keyFileFlag, "", keyFileUsage)
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "local cache `DIR` (default: derived from URL and branch under the user cache directory)")
 	fl.BoolVar(&f.readOnly, "read-only", false, "mount read-only (no writer lease; every change fails with EROFS)")
 	fl.BoolVar(&f.nonempty, "nonempty", false, "mount even if MOUNTPOINT is not empty (its files are hidden until unmount)")
@@ -320,6 +323,9 @@ func startBackground(ctx context.Context, t mountTarget, f mountFlags, stderr io
 	if f.debug {
 		flags = append(flags, "--debug")
 	}
+	if f.keyFile != "" {
+		flags = append(flags, "--"+keyFileFlag+"="+volkey.AbsKeyFile(f.keyFile))
+	}
 	if f.pprof != "" {
 		flags = append(flags, "--pprof="+f.pprof)
 	}
@@ -514,7 +520,7 @@ func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logge
 	if err != nil {
 		return err
 	}
-	store, repo, err := mountproc.OpenRepo(ctx, t.url, t.isDefault)
+	store, repo, err := mountproc.OpenRepo(ctx, t.url, t.isDefault, volkey.Default(f.keyFile).Keys())
 	if err != nil {
 		return err
 	}

@@ -96,7 +96,7 @@ func newRetentionShowCmd() *cobra.Command {
 		Short: "Show a volume's retention policy",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := openTarget(cmd.Context(), args[0])
+			t, err := openTarget(cmd.Context(), args[0], volumeKeys(cmd))
 			if err != nil {
 				return err
 			}
@@ -141,7 +141,7 @@ removes the volume's own policy, so that the default applies.
 			if p != nil {
 				req.Policy = *p
 			}
-			t, err := openTarget(cmd.Context(), args[0])
+			t, err := openTarget(cmd.Context(), args[0], volumeKeys(cmd))
 			if err != nil {
 				return err
 			}

@@ -149,7 +149,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 	}
 	var srvRef atomic.Pointer[serve.Server]
 	mgr, err := workspace.Open(ctx, workspace.Config{
-		StoreURL: f.store, StateDir: stateDir, IdleTimeout: f.idleTimeout, MaxMounted: f.maxMounted, Logger: log, Backend: backend,
+		StoreURL: f.store, Keys: volumeKeys(cmd), StateDir: stateDir, IdleTimeout: f.idleTimeout, MaxMounted: f.maxMounted, Logger: log, Backend: backend,
 		OnExpire: func(name string) {
 			if s := srvRef.Load(); s != nil {
 				s.OnExpire(name)

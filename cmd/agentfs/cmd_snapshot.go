@@ -61,7 +61,7 @@ or '-'; a name that exists is an error (remove it first with
   agentfs snapshot save s3://bucket/ws base --branch attempt-3`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := openTarget(cmd.Context(), args[0])
+			t, err := openTarget(cmd.Context(), args[0], volumeKeys(cmd))
 			if err != nil {
 				return err
 			}
@@ -107,7 +107,7 @@ unreferenced. Computing them reads every commit and every distinct directory
 tree of the volume once (no file data); --no-unique skips that.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := openTarget(cmd.Context(), args[0])
+			t, err := openTarget(cmd.Context(), args[0], volumeKeys(cmd))
 			if err != nil {
 				return err
 			}
@@ -180,7 +180,7 @@ func newSnapshotRmCmd() *cobra.Command {
 referenced by no other snapshot and no retained commit.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := openTarget(cmd.Context(), args[0])
+			t, err := openTarget(cmd.Context(), args[0], volumeKeys(cmd))
 			if err != nil {
 				return err
 			}
@@ -226,7 +226,7 @@ first, and the diff is computed by the mount's server).`,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			t, err := openTarget(ctx, args[0])
+			t, err := openTarget(ctx, args[0], volumeKeys(cmd))
 			if err != nil {
 				return err
 			}
@@ -333,7 +333,7 @@ its MOUNTPOINT instead).
   agentfs snapshot restore s3://bucket/ws main@12 --branch main`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := openTarget(cmd.Context(), args[0])
+			t, err := openTarget(cmd.Context(), args[0], volumeKeys(cmd))
 			if err != nil {
 				return err
 			}

@@ -49,7 +49,7 @@ snapshot.VolumeInfo.`,
 				return err
 			}
 			defer func() { _ = store.Close() }()
-			repo, err := snapshot.Open(ctx, store)
+			repo, err := snapshot.OpenWithKey(ctx, store, volumeKeys(cmd))
 			if err != nil {
 				return err
 			}
@@ -150,7 +150,8 @@ terminal.`,
 				return err
 			}
 			defer func() { _ = store.Close() }()
-			what, err := describeRemoval(ctx, store, force)
+			keys := volumeKeys(cmd) // asks at most once
+			what, err := describeRemoval(ctx, store, force, keys)
 			if err != nil {
 				return err
 			}
@@ -160,7 +161,7 @@ terminal.`,
 				}
 			}
 			prog, clear := progressLine(cmd, "volume rm")
-			rep, err := snapshot.RemoveVolume(ctx, store, snapshot.RemoveOptions{Force: force, Progress: prog})
+			rep, err := snapshot.RemoveVolume(ctx, store, snapshot.RemoveOptions{Force: force, Keys: keys, Progress: prog})
 			clear()
 			if err != nil {
 				return err
@@ -181,8 +182,12 @@ terminal.`,
 // describeRemoval says what removing the volume at store deletes, for the
 // confirmation. It refuses early (before asking) what RemoveVolume would
 // refuse: a live writer without force.
-func describeRemoval(ctx context.Context, store *blobstore.Store, force bool) (string, error) {
-	repo, err := snapshot.Open(ctx, store)
+func describeRemoval(ctx context.Context, store *blobstore.Store, force bool, keys snapshot.KeySource) (string, error) {
+	repo, err := snapshot.OpenWithKey(ctx, store, keys)
+	var keyErr *snapshot.KeyError
+	if errors.As(err, &keyErr) && force {
+		return fmt.Sprintf("the encrypted volume at %s (not listed: no key to read it)", store.URL()), nil
+	}
 	if errors.Is(err, snapshot.ErrNoVolume) && force {
 		return fmt.Sprintf("what is left of a volume at %s", store.URL()), nil
 	}

@@ -131,7 +131,11 @@ unknown command or flag, a bad flag value, the wrong number of arguments).
 		SuggestionsMinimumDistance: 2,
 	}
 	for _, add := range subcommands {
-		root.AddCommand(add())
+		c := add()
+		if keyCommands[c.Name()] {
+			addKeyFlag(c)
+		}
+		root.AddCommand(c)
 	}
 	asUsageErrors(root)
 	return root

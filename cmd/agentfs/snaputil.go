@@ -44,8 +44,9 @@ type volTarget struct {
 // isStoreURL tells a store URL from a path.
 func isStoreURL(arg string) bool { return strings.Contains(arg, "://") }
 
-// openTarget opens the volume arg names. The caller calls close.
-func openTarget(ctx context.Context, arg string) (*volTarget, error) {
+// openTarget opens the volume arg names, with keys for an encrypted one
+// (a mount has its own). The caller calls close.
+func openTarget(ctx context.Context, arg string, keys snapshot.KeySource) (*volTarget, error) {
 	if !isStoreURL(arg) {
 		c, err := findMount(ctx, arg)
 		if errors.Is(err, control.ErrNotMount) {
@@ -64,7 +65,7 @@ func openTarget(ctx context.Context, arg string) (*volTarget, error) {
 	if err != nil {
 		return nil, err
 	}
-	repo, err := snapshot.Open(ctx, store)
+	repo, err := snapshot.OpenWithKey(ctx, store, keys)
 	if err != nil {
 		_ = store.Close()
 		return nil, err

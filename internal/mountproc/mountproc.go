@@ -60,16 +60,18 @@ func DefaultStoreURL() (string, error) {
 // (InitVolume; a missing file:// directory is created); otherwise that is an
 // error matching snapshot.ErrNoVolume, or, for a file:// directory that does
 // not exist, blobstore.Open's error (which names it and says to run agentfs
-// init): nothing is created. The caller closes the repo and then the store.
-func OpenRepo(ctx context.Context, url string, autoInit bool) (*blobstore.Store, *snapshot.Repo, error) {
+// init): nothing is created. keys supplies the key of an encrypted volume
+// (snapshot.OpenWithKey); the default store is created plain. The caller
+// closes the repo and then the store.
+func OpenRepo(ctx context.Context, url string, autoInit bool, keys snapshot.KeySource) (*blobstore.Store, *snapshot.Repo, error) {
 	store, err := blobstore.Open(ctx, url, blobstore.Options{Create: autoInit})
 	if err != nil {
 		return nil, nil, err
 	}
-	repo, err := snapshot.Open(ctx, store)
+	repo, err := snapshot.OpenWithKey(ctx, store, keys)
 	if errors.Is(err, snapshot.ErrNoVolume) && autoInit {
-		if _, err = InitVolume(ctx, store); err == nil {
-			repo, err = snapshot.Open(ctx, store)
+		if _, err = InitVolume(ctx, store, nil); err == nil {
+			repo, err = snapshot.OpenWithKey(ctx, store, keys)
 		}
 	}
 	if err != nil {
@@ -83,12 +85,21 @@ func OpenRepo(ctx context.Context, url string, autoInit bool) (*blobstore.Store,
 // commit is an empty root directory owned by the calling user (what
 // `agentfs init` does). It finishes a volume whose first commit is missing
 // (an init that was interrupted). created is false if the volume and its
-// branch already existed, which is no error here.
-func InitVolume(ctx context.Context, store *blobstore.Store) (created bool, err error) {
+// branch already existed, which is no error here. With key non-nil the
+// volume is encrypted (snapshot.InitEncrypted) and key opens an existing
+// one.
+func InitVolume(ctx context.Context, store *blobstore.Store, key *snapshot.UserKey) (created bool, err error) {
 	now := time.Now()
-	repo, err := snapshot.Init(ctx, store, snapshot.NewConfig(now))
+	var repo *snapshot.Repo
+	var keys snapshot.KeySource
+	if key != nil {
+		keys = func(bool) (snapshot.UserKey, error) { return *key, nil }
+		repo, err = snapshot.InitEncrypted(ctx, store, snapshot.NewConfig(now), *key)
+	} else {
+		repo, err = snapshot.Init(ctx, store, snapshot.NewConfig(now))
+	}
 	if errors.Is(err, snapshot.ErrVolumeExists) {
-		repo, err = snapshot.Open(ctx, store)
+		repo, err = snapshot.OpenWithKey(ctx, store, keys)
 	}
 	if err != nil {
 		return false, err

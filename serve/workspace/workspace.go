@@ -58,6 +58,7 @@ import (
 	"github.com/agentfs/agentfs/exec"
 	"github.com/agentfs/agentfs/fs/control"
 	"github.com/agentfs/agentfs/internal/mountproc"
+	"github.com/agentfs/agentfs/internal/volkey"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -127,6 +128,10 @@ type Config struct {
 	// Executable is the agentfs binary that serves mounts; "" means this
 	// process's own executable (right for `agentfs serve`).
 	Executable string
+	// Keys supplies the key of an encrypted volume (nil: none, and an
+	// encrypted volume does not open). The key it gives is also handed to
+	// each workspace's mount server, in its environment (volkey.Env).
+	Keys snapshot.KeySource
 	// Exec are the options of each mounted workspace's backend
 	// (Handle.Backend); its Syncer and ChangeTracker are the mount's
 	// (internal/mountexec), whatever is set here.
@@ -234,6 +239,7 @@ type Manager struct {
 	lockFile *os.File
 	store    *blobstore.Store
 	repo     *snapshot.Repo
+	keyEnv   []string // the volume key's variable for mount servers; set by Open
 
 	mu     sync.Mutex
 	ws     map[string]*wsState // guarded by mu
@@ -311,7 +317,17 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 		}
 		m.url = u
 	}
-	store, repo, err := mountproc.OpenRepo(ctx, m.url, autoInit)
+	var keys snapshot.KeySource
+	if cfg.Keys != nil {
+		keys = func(passphrase bool) (snapshot.UserKey, error) {
+			k, err := cfg.Keys(passphrase)
+			if err == nil {
+				m.keyEnv = volkey.Env(k)
+			}
+			return k, err
+		}
+	}
+	store, repo, err := mountproc.OpenRepo(ctx, m.url, autoInit, keys)
 	if err != nil {
 		m.unlock()
 		if errors.Is(err, snapshot.ErrNoVolume) {
