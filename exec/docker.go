@@ -316,6 +316,9 @@ func removeContainers(ctx context.Context, cli *client.Client, labels map[string
 		switch {
 		case err == nil:
 			n++
+		case errdefs.IsConflict(err):
+			// A forced removal conflicts only with one in progress: another
+			// sweep (a backend starting at the same time) removes it.
 		case !errdefs.IsNotFound(err):
 			errs = append(errs, fmt.Errorf("removing container %s: %w", c.ID, err))
 		}

@@ -248,3 +248,38 @@ func TestDockerStaleContainers(t *testing.T) {
 		}
 	}
 }
+
+// TestDockerStaleSweepsConcurrent runs sweeps of stale containers at once,
+// as backends that start together do: each succeeds, whichever removes a
+// container first (the others find its removal in progress, or done).
+func TestDockerStaleSweepsConcurrent(t *testing.T) {
+	cli := dockerClient(t)
+	ctx := testCtx(t)
+	if _, err := cli.ImageInspect(ctx, testImage()); err != nil {
+		testenv.Missing(t, "docker image "+testImage()+" (bash scripts/setup-docker.sh)", err)
+	}
+	host, _ := os.Hostname()
+	dead := osexec.Command("true")
+	must(t, dead.Run())
+	for range 3 {
+		c, err := cli.ContainerCreate(ctx, &container.Config{Image: testImage(), Cmd: []string{"sleep", "300"}, Labels: map[string]string{
+			LabelBackend: "1", LabelOwnerHost: host, LabelOwnerPID: strconv.Itoa(dead.Process.Pid), LabelOwnerStart: "1",
+		}}, &container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true})
+		})
+		must(t, cli.ContainerStart(ctx, c.ID, container.StartOptions{}))
+	}
+	errs := make(chan error, 6)
+	for range cap(errs) {
+		go func() { errs <- RemoveStaleContainers(ctx, cli) }()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent sweep: %v", err)
+		}
+	}
+}
