@@ -25,7 +25,7 @@ func TestFiles(t *testing.T) {
 		t.Errorf("numbered all %+v %v", r, err)
 	}
 	_, err = w.Read(ctx, "src/deep/a.txt", 9, 0)
-	wantCode(t, "offset past the end", err, "invalid_argument", 400)
+	wantCode(t, "offset past the end", err, "out_of_range", 400)
 	_, err = w.ReadFile(ctx, "nope")
 	wantCode(t, "read missing", err, "not_found", 404)
 	_, err = w.ReadFile(ctx, "src")
@@ -52,7 +52,7 @@ func TestFiles(t *testing.T) {
 	_, err = w.Edit(ctx, api.Edit{Path: "dup.txt", Old: "x", New: "y"})
 	wantCode(t, "edit not unique", err, "not_unique", 409)
 	_, err = w.Edit(ctx, api.Edit{Path: "dup.txt", Old: "zzz", New: "y"})
-	wantCode(t, "edit no match", err, "not_found", 404)
+	wantCode(t, "edit no match", err, "no_match", 404)
 	if n, err = w.Edit(ctx, api.Edit{Path: "dup.txt", Old: "x", New: "y", ReplaceAll: true}); err != nil || n != 3 {
 		t.Errorf("replace all %d %v", n, err)
 	}

@@ -17,6 +17,8 @@ type Error struct {
 	Message string `json:"message"`
 	// Path is the workspace path the request named, if any.
 	Path string `json:"path,omitempty"`
+	// Rule is the policy rule that refused a command (policy_refused).
+	Rule string `json:"rule,omitempty"`
 }
 
 // ErrorBody wraps Error as the API sends it.
@@ -295,7 +297,8 @@ type Mkdir struct {
 }
 
 // Edit is the body of POST .../fs/edit: Old must occur exactly once
-// unless ReplaceAll (not found: not_found; several: not_unique).
+// unless ReplaceAll (not found: no_match; several: not_unique; a missing
+// file is not_found, a binary one binary_file).
 type Edit struct {
 	Path       string `json:"path"`
 	Old        string `json:"old"`

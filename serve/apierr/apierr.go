@@ -53,6 +53,9 @@ const (
 	Unavailable     Code = "unavailable"      // a service below (mount server, docker, store) is not available
 	Canceled        Code = "canceled"         // the client went away
 	Internal        Code = "internal"         // a bug or a corruption; see the daemon's log
+	NoMatch         Code = "no_match"         // an edit's old string does not occur in the file
+	OutOfRange      Code = "out_of_range"     // a numbered read's line offset is at or past the end of the file
+	BinaryFile      Code = "binary_file"      // a text operation (numbered read, edit) met a binary file: read it as bytes
 )
 
 // statuses gives every code its HTTP status.
@@ -76,13 +79,16 @@ var statuses = map[Code]int{
 	Unavailable:     http.StatusServiceUnavailable,
 	Canceled:        499, // client closed the request (nginx's convention)
 	Internal:        http.StatusInternalServerError,
+	NoMatch:         http.StatusNotFound,
+	OutOfRange:      http.StatusBadRequest,
+	BinaryFile:      http.StatusBadRequest,
 }
 
 // Codes lists every code, in a stable order.
 func Codes() []Code {
 	return []Code{NotFound, Exists, PathEscape, NotADirectory, IsADirectory, NotEmpty, NotUnique,
 		PolicyRefused, Timeout, Conflict, Busy, Unauthorized, Forbidden, InvalidArgument, TooLarge,
-		Expired, Unavailable, Canceled, Internal}
+		Expired, Unavailable, Canceled, Internal, NoMatch, OutOfRange, BinaryFile}
 }
 
 // Status is the HTTP status of code; 500 for a code that does not exist.
@@ -122,10 +128,10 @@ var table = []entry{
 	// exec.
 	{"exec.ErrRefused", exec.ErrRefused, PolicyRefused},
 	{"exec.ErrNotUnique", exec.ErrNotUnique, NotUnique},
-	{"exec.ErrNoMatch", exec.ErrNoMatch, NotFound},
+	{"exec.ErrNoMatch", exec.ErrNoMatch, NoMatch},
 	{"exec.ErrUnknownJob", exec.ErrUnknownJob, NotFound},
-	{"exec.ErrOutOfRange", exec.ErrOutOfRange, InvalidArgument},
-	{"exec.ErrBinary", exec.ErrBinary, InvalidArgument},
+	{"exec.ErrOutOfRange", exec.ErrOutOfRange, OutOfRange},
+	{"exec.ErrBinary", exec.ErrBinary, BinaryFile},
 	{"exec.ErrInvalid", exec.ErrInvalid, InvalidArgument},
 	{"exec.ErrClosed", exec.ErrClosed, Unavailable},
 	{"exec.ErrSync", exec.ErrSync, Unavailable},
@@ -209,6 +215,9 @@ type Error struct {
 	Message string `json:"message"`
 	// Path is the workspace path the failed request named, if any.
 	Path string `json:"path,omitempty"`
+	// Rule is the name of the policy rule that refused a command
+	// (policy_refused), e.g. "rm-root".
+	Rule string `json:"rule,omitempty"`
 
 	err error
 }
@@ -264,7 +273,12 @@ func From(err error, path string) *Error {
 		}
 		return ae
 	}
-	return &Error{Code: CodeOf(err), Message: err.Error(), Path: path, err: err}
+	e := &Error{Code: CodeOf(err), Message: err.Error(), Path: path, err: err}
+	var pe *exec.PolicyError
+	if e.Code == PolicyRefused && errors.As(err, &pe) {
+		e.Rule = pe.Rule
+	}
+	return e
 }
 
 // Write answers err over HTTP as every agentfs serve door does: the status

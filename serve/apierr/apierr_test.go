@@ -109,6 +109,9 @@ func TestCodeOf(t *testing.T) {
 		{fmt.Errorf("x: %w", syscall.EEXIST), Exists},
 		{fmt.Errorf("edit: %w: 3 occurrences", exec.ErrNotUnique), NotUnique},
 		{&exec.PolicyError{Rule: "rm-root"}, PolicyRefused},
+		{fmt.Errorf("edit %q: %w", "a", exec.ErrNoMatch), NoMatch},
+		{fmt.Errorf("read %q: %w", "a", exec.ErrOutOfRange), OutOfRange},
+		{fmt.Errorf("read %q: %w", "a", exec.ErrBinary), BinaryFile},
 		{fmt.Errorf("save: %w", snapshot.ErrSnapshotExists), Exists},
 		{New(Unauthorized, "no token"), Unauthorized},
 		{fmt.Errorf("wrapped: %w", New(Forbidden, "read-only token")), Forbidden},
@@ -169,6 +172,8 @@ func TestWrite(t *testing.T) {
 			`{"error":{"code":"not_found","message":"read \"a<b\": file does not exist","path":"a<b"}}`},
 		{New(Busy, "too many commands"), 429, `{"error":{"code":"busy","message":"too many commands"}}`},
 		{errors.New("boom"), 500, `{"error":{"code":"internal","message":"boom"}}`},
+		{fmt.Errorf("exec: %w", &exec.PolicyError{Rule: "rm-root", Command: "rm -rf /", Reason: "no"}), 403,
+			`{"error":{"code":"policy_refused","message":"exec: command refused by policy: rule rm-root: no: \"rm -rf /\"","rule":"rm-root"}}`},
 	} {
 		rec := httptest.NewRecorder()
 		Write(rec, tc.err)

@@ -63,6 +63,8 @@ type Error struct {
 	Message string
 	// Path is the workspace path the request named, if any.
 	Path string
+	// Rule is the policy rule that refused a command (policy_refused).
+	Rule string
 }
 
 func (e *Error) Error() string {
@@ -70,7 +72,7 @@ func (e *Error) Error() string {
 }
 
 func apiError(status int, e api.Error) *Error {
-	return &Error{Status: status, Code: e.Code, Message: e.Message, Path: e.Path}
+	return &Error{Status: status, Code: e.Code, Message: e.Message, Path: e.Path, Rule: e.Rule}
 }
 
 // Code returns the API error code of err ("not_found", "path_escape",

@@ -62,7 +62,7 @@ var readFileTool = &sdk.Tool{
 	Name:  "read_file",
 	Title: "Read a file",
 	Description: `Read a text file of the workspace as numbered lines ("     N\tLINE", N starting at 1, as cat -n), at most limit lines (default 2000) after skipping offset lines. When the file has more lines, next_offset says where to continue. An empty file reads as no lines.
-Errors: not_found (no such file), is_a_directory, path_escape (the path leaves the workspace), invalid_argument (offset past the end: the message gives the line count; or a binary file: read it with encoding "base64").`,
+Errors: not_found (no such file), is_a_directory, path_escape (the path leaves the workspace), out_of_range (offset past the end: the message gives the line count), binary_file (a binary file: read it with encoding "base64").`,
 	InputSchema: inputSchema[ReadFileInput](map[string]any{"offset": 0, "limit": exec.DefaultReadLimit, "encoding": encodingText}),
 	Annotations: readOnly,
 }
@@ -161,7 +161,7 @@ var editFileTool = &sdk.Tool{
 	Name:  "edit_file",
 	Title: "Edit a file",
 	Description: `Replace old_string with new_string in a text file of the workspace and return the number of replacements. old_string must occur exactly once unless replace_all is true; otherwise nothing changes and the call fails.
-Errors: not_found (no such file, or old_string does not occur), not_unique (old_string occurs several times: add surrounding lines to make it unique, or set replace_all), invalid_argument (empty old_string, binary file), path_escape.`,
+Errors: not_found (no such file), no_match (old_string does not occur: read the file again and copy the text exactly), not_unique (old_string occurs several times: add surrounding lines to make it unique, or set replace_all), invalid_argument (empty old_string), binary_file, path_escape.`,
 	InputSchema: inputSchema[EditFileInput](map[string]any{"replace_all": false}),
 	Annotations: destructive,
 }

@@ -15,9 +15,9 @@ from .aio import AsyncChangeFeed, AsyncClient, AsyncExecStream, AsyncJob, AsyncW
 from .feed import FEED_IDLE_TIMEOUT, ChangeFeed
 from .client import DEFAULT_URL, Client, Command, ExecStream, Job, Workspace
 from .errors import (
-    AgentFSError, Busy, Canceled, Conflict, ConnectionFailed, Exists, Expired, Forbidden, Internal,
-    InvalidArgument, IsADirectory, NotADirectory, NotEmpty, NotFound, NotUnique, PathEscape, PolicyRefused,
-    ProtocolError, Timeout, TooLarge, Unauthorized, Unavailable,
+    AgentFSError, BinaryFile, Busy, Canceled, Conflict, ConnectionFailed, Exists, Expired, Forbidden, Internal,
+    InvalidArgument, IsADirectory, NoMatch, NotADirectory, NotEmpty, NotFound, NotUnique, OutOfRange, PathEscape,
+    PolicyRefused, ProtocolError, Timeout, TooLarge, Unauthorized, Unavailable,
 )
 from .types import (
     Branch, ChangeEvent, DiffResult, HistoryChange, RestoreResult, Snapshot, VirtualChange, VirtualCommitResult,
@@ -30,9 +30,9 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncChangeFeed", "Branch", "ChangeEvent", "ChangeFeed", "DiffResult", "FEED_IDLE_TIMEOUT", "HistoryChange", "RestoreResult", "Snapshot", "VirtualChange", "VirtualCommitResult",
     "VirtualDiffResult", "VirtualDiscardResult", "AgentFSError", "AsyncClient", "AsyncExecStream", "AsyncJob", "AsyncWorkspace", "Busy", "Canceled", "Changes",
-    "Client", "Command", "Conflict", "ConnectionFailed", "DEFAULT_URL", "ExecResult", "ExecStream", "Exists",
+    "BinaryFile", "Client", "Command", "Conflict", "ConnectionFailed", "DEFAULT_URL", "ExecResult", "ExecStream", "Exists",
     "Expired", "FileInfo", "Forbidden", "GrepMatch", "GrepResult", "Health", "Internal", "InvalidArgument",
-    "IsADirectory", "Job", "JobInfo", "JobOutput", "NotADirectory", "NotEmpty", "NotFound", "NotUnique",
-    "NumberedRead", "OutputChunk", "PathEscape", "PolicyRefused", "ProtocolError", "Timeout", "TokenInfo",
+    "IsADirectory", "Job", "JobInfo", "JobOutput", "NoMatch", "NotADirectory", "NotEmpty", "NotFound", "NotUnique",
+    "NumberedRead", "OutOfRange", "OutputChunk", "PathEscape", "PolicyRefused", "ProtocolError", "Timeout", "TokenInfo",
     "TooLarge", "Unauthorized", "Unavailable", "Workspace", "WorkspaceInfo", "WriteResult",
 ]

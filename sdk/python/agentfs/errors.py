@@ -40,6 +40,12 @@ class NotFound(AgentFSError):
     code = "not_found"
 
 
+class NoMatch(NotFound):
+    """An edit's old string does not occur in the file (404). A NotFound, as it was before it had its code."""
+
+    code = "no_match"
+
+
 class Exists(AgentFSError):
     """The name is taken (409)."""
 
@@ -118,6 +124,18 @@ class InvalidArgument(AgentFSError):
     code = "invalid_argument"
 
 
+class OutOfRange(InvalidArgument):
+    """A numbered read's line offset is at or past the end of the file (400)."""
+
+    code = "out_of_range"
+
+
+class BinaryFile(InvalidArgument):
+    """A text operation (numbered read, edit) met a binary file: read it as bytes (400)."""
+
+    code = "binary_file"
+
+
 class TooLarge(AgentFSError):
     """The request body is over the daemon's limit (413)."""
 
@@ -165,7 +183,7 @@ ERRORS: Dict[str, Type[AgentFSError]] = {
     for cls in (
         NotFound, Exists, PathEscape, NotADirectory, IsADirectory, NotEmpty, NotUnique, PolicyRefused,
         Timeout, Conflict, Busy, Unauthorized, Forbidden, InvalidArgument, TooLarge, Expired,
-        Unavailable, Canceled, Internal, ConnectionFailed, ProtocolError,
+        Unavailable, Canceled, Internal, ConnectionFailed, ProtocolError, NoMatch, OutOfRange, BinaryFile,
     )
 }
 """Maps an API error code to its exception class."""

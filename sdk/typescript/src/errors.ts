@@ -28,7 +28,9 @@ export class AgentFSError extends Error {
 }
 
 /** The workspace, file, job or snapshot does not exist (404). */
-export class NotFound extends AgentFSError { static readonly code = "not_found"; }
+export class NotFound extends AgentFSError { static readonly code: string = "not_found"; }
+/** An edit's old string does not occur in the file (404); a NotFound, as it was before it had its code. */
+export class NoMatch extends NotFound { static override readonly code = "no_match"; }
 /** The name is taken (409). */
 export class Exists extends AgentFSError { static readonly code = "exists"; }
 /** A path is absolute, climbs out with "..", or a symlink points out (400). */
@@ -54,7 +56,11 @@ export class Unauthorized extends AgentFSError { static readonly code = "unautho
 /** The token may not do this: another workspace's, or read-only (403). */
 export class Forbidden extends AgentFSError { static readonly code = "forbidden"; }
 /** The request is malformed (400). */
-export class InvalidArgument extends AgentFSError { static readonly code = "invalid_argument"; }
+export class InvalidArgument extends AgentFSError { static readonly code: string = "invalid_argument"; }
+/** A numbered read's line offset is at or past the end of the file (400). */
+export class OutOfRange extends InvalidArgument { static override readonly code = "out_of_range"; }
+/** A text operation (numbered read, edit) met a binary file: read it as bytes (400). */
+export class BinaryFile extends InvalidArgument { static override readonly code = "binary_file"; }
 /** The request body is over the daemon's limit (413). */
 export class TooLarge extends AgentFSError { static readonly code = "too_large"; }
 /** The workspace's lifetime ended: fork it or delete it (410). */
@@ -76,7 +82,7 @@ type ErrorClass = new (message: string, options?: { code?: string; path?: string
 export const ERRORS: Readonly<Record<string, ErrorClass>> = Object.freeze(Object.fromEntries(
   [NotFound, Exists, PathEscape, NotADirectory, IsADirectory, NotEmpty, NotUnique, PolicyRefused, Timeout,
     Conflict, Busy, Unauthorized, Forbidden, InvalidArgument, TooLarge, Expired, Unavailable, Canceled, Internal,
-    ConnectionFailed, ProtocolError].map((c) => [c.code, c as ErrorClass]),
+    ConnectionFailed, ProtocolError, NoMatch, OutOfRange, BinaryFile].map((c) => [c.code, c as ErrorClass]),
 ));
 
 /** The error for an API error body; an unknown code gives a plain AgentFSError. */

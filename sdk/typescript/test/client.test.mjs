@@ -314,7 +314,7 @@ test("tokens: scoped, read-only, revoked", async () => withWs(async (ws) => {
 
 test("errors: classes keyed by code, status, path; connection failures", async () => {
   assert.equal(ERRORS.not_found, NotFound);
-  assert.equal(Object.keys(ERRORS).length, 21);
+  assert.equal(Object.keys(ERRORS).length, 24);
   const e = errorFrom("path_escape", "m", "p", 400);
   assert.ok(e instanceof PathEscape && e instanceof AgentFSError && e instanceof Error);
   assert.equal(e.code, "path_escape");

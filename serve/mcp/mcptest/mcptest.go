@@ -158,7 +158,7 @@ func files(t *testing.T, s *sdk.ClientSession, dir string) {
 		t.Errorf("path_escape error names path %q", e.Path)
 	}
 	Fails(t, s, "path_escape", "read_file", map[string]any{"path": "/etc/passwd"})
-	Fails(t, s, "invalid_argument", "read_file", map[string]any{"path": "f/a.txt", "offset": 10})
+	Fails(t, s, "out_of_range", "read_file", map[string]any{"path": "f/a.txt", "offset": 10})
 	Fails(t, s, "invalid_argument", "read_file", map[string]any{"offset": 1}) // no path: schema validation
 	if err := os.Symlink("/etc", filepath.Join(dir, "f", "out")); err != nil {
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func files(t *testing.T, s *sdk.ClientSession, dir string) {
 	if got, _ := base64.StdEncoding.DecodeString(r.Content); string(got) != string(bin) {
 		t.Errorf("base64 round trip: %q", got)
 	}
-	Fails(t, s, "invalid_argument", "read_file", map[string]any{"path": "f/bin"})
+	Fails(t, s, "binary_file", "read_file", map[string]any{"path": "f/bin"})
 	Fails(t, s, "is_a_directory", "write_file", map[string]any{"path": "f", "content": "x"})
 
 	var e mcp.EditFileOutput
@@ -180,7 +180,7 @@ func files(t *testing.T, s *sdk.ClientSession, dir string) {
 	if e.Replacements != 1 || readDisk(t, filepath.Join(dir, "f/a.txt")) != "one\n2\nthree\n" {
 		t.Errorf("edit_file: %+v", e)
 	}
-	Fails(t, s, "not_found", "edit_file", map[string]any{"path": "f/a.txt", "old_string": "two", "new_string": "x"})
+	Fails(t, s, "no_match", "edit_file", map[string]any{"path": "f/a.txt", "old_string": "two", "new_string": "x"})
 	Must(t, s, "write_file", map[string]any{"path": "f/b.txt", "content": "x x x\n"}, nil)
 	Fails(t, s, "not_unique", "edit_file", map[string]any{"path": "f/b.txt", "old_string": "x", "new_string": "y"})
 	Must(t, s, "edit_file", map[string]any{"path": "f/b.txt", "old_string": "x", "new_string": "y", "replace_all": true}, &e)
