@@ -491,11 +491,37 @@ func (p *dockerProc) exitCode() (int, error) {
 	}
 }
 
+// waitStarted returns once the engine has started the exec's process (it
+// has a pid), or has ended it, for at most killSettle.
+func (p *dockerProc) waitStarted(ctx context.Context) error {
+	deadline := time.Now().Add(killSettle)
+	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+		ins, err := p.d.cli.ContainerExecInspect(ctx, p.execID)
+		if err != nil {
+			return fmt.Errorf("inspecting exec %s: %w", p.execID, err)
+		}
+		if ins.Pid != 0 || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // kill runs the sweep script in a second exec, as the commands' user (see
 // dockerscripts.go), which kills the exec's session and every process
 // carrying its tag. It returns once the script has finished.
 func (p *dockerProc) kill(ctx context.Context) error {
 	defer p.killOnce.Do(func() { close(p.killed) })
+	// The engine starts the exec's process a moment after the attach
+	// returns: a sweep before that finds nothing, and the command would
+	// run on.
+	if err := p.waitStarted(ctx); err != nil {
+		return err
+	}
 	created, err := p.d.cli.ContainerExecCreate(ctx, p.d.id, container.ExecOptions{
 		User:         p.d.user,
 		AttachStdout: true,
