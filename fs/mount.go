@@ -149,6 +149,7 @@ func Mount(mountpoint string, vol *cache.Volume, opts Options) (*Server, error) 
 			// Kernel caching and parallelism; see doc.go.
 			ExplicitDataCacheControl: true,
 			EnableSymlinkCaching:     true,
+			EnableAcl:                tun.PosixACL,
 			ExtraCapabilities:        caps,
 			// Locks stay in the kernel: flock and fcntl locks are
 			// local to this machine, which is the only one that can

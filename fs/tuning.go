@@ -37,6 +37,12 @@ type Tuning struct {
 	// ReadAheadKB overrides the read-ahead window set through sysfs (0:
 	// the default).
 	ReadAheadKB int
+	// PosixACL negotiates FUSE_POSIX_ACL: the kernel enforces POSIX ACLs
+	// and caches them per inode (an `ls -l` then asks for
+	// system.posix_acl_access once per inode instead of at every listing).
+	// An experiment only: the server does not yet give new files the
+	// default ACL of their directory, which the kernel leaves to it.
+	PosixACL bool
 }
 
 func (t Tuning) withDefaults() Tuning {
@@ -57,7 +63,8 @@ func (t Tuning) withDefaults() Tuning {
 
 // ParseTuning reads a Tuning from its text form: comma-separated
 // key=value pairs among writeback=0|1, keepcache=0|1, dircache=0|1,
-// maxwrite=BYTES, readahead=BYTES, background=N, readahead_kb=KIB.
+// maxwrite=BYTES, readahead=BYTES, background=N, readahead_kb=KIB,
+// posixacl=0|1.
 func ParseTuning(s string) (Tuning, error) {
 	var t Tuning
 	for kv := range strings.SplitSeq(s, ",") {
@@ -84,6 +91,8 @@ func ParseTuning(s string) (Tuning, error) {
 			t.MaxBackground = n
 		case "readahead_kb":
 			t.ReadAheadKB = n
+		case "posixacl":
+			t.PosixACL = n != 0
 		default:
 			return t, fmt.Errorf("tuning %q: unknown key %q", kv, k)
 		}
