@@ -39,6 +39,25 @@
 //     change of the directory;
 //   - symlink targets (symlinks never change in place).
 //
+// A descriptor open for reading only is opened with FOPEN_NOFLUSH: its
+// close(2) sends no FLUSH (one round trip of the four an open, read and
+// close of a small file cost; the engine's Flush persists what a
+// descriptor wrote, and the last RELEASE persists the file anyway).
+//
+// Per operation, with the kernel's caches warm (agentfs bench reports these
+// counts per phase): a create of a small file costs LOOKUP (the name is
+// new), CREATE, GETXATTR of security.capability (the kernel asks once per
+// new inode before its first write, FUSE_HANDLE_KILLPRIV_V2 or not), WRITE,
+// FLUSH, RELEASE, and a GETATTR of the directory (default_permissions, see
+// below); a file listed by `ls -l` costs two GETXATTRs, of
+// system.posix_acl_access and security.selinux, which the kernel never
+// caches when the answer is "no such attribute". Answering EOPNOTSUPP would
+// stop them but also every other getxattr of the mount (the kernel then
+// marks the whole connection as without xattrs). Tuning.PosixACL
+// (FUSE_POSIX_ACL) lets the kernel cache ACLs, halving them, but it is an
+// experiment until the server gives new files their directory's default
+// ACL, which the kernel leaves to it.
+//
 // What the engine changes on its own (restoring a snapshot, discarding
 // changes, a read-only mount following its branch) the kernel cannot see:
 // whoever makes such a change calls Server.InvalidateInode,

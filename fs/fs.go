@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -19,6 +20,7 @@ type filesystem struct {
 	readOnly  bool
 	keepCache bool // FOPEN_KEEP_CACHE on file opens
 	dirCache  bool // FOPEN_CACHE_DIR on directory opens
+	noFlush   bool // answer FLUSH with ENOSYS, so the kernel stops sending it (Tuning.NoFlush)
 	atime     Atime
 	gen       uint32 // the generation of every node (file handles; export.go)
 	ops       opCounters
@@ -63,14 +65,23 @@ func (fsys *filesystem) forget(ino uint64) {
 	fsys.tombMu.Unlock()
 }
 
-// openFlags are the FOPEN_* flags of a regular file's open: the kernel
-// keeps the file's page cache across opens, since every write goes through
-// this mount (truncating opens drop it).
-func (fsys *filesystem) openFlags(trunc bool) uint32 {
-	if trunc || !fsys.keepCache {
-		return 0
+// openFlags are the FOPEN_* flags of a regular file's open with open(2)
+// flags flags: the kernel keeps the file's page cache across opens, since
+// every write goes through this mount (truncating opens drop it); and a
+// descriptor open for reading only sends no FLUSH at its close(2), a round
+// trip with nothing to do (Flush persists what a descriptor wrote: a
+// read-only one writes nothing, its atime is set at open, and the last
+// RELEASE persists the file all the same).
+func (fsys *filesystem) openFlags(flags uint32) uint32 {
+	trunc := flags&syscall.O_TRUNC != 0
+	var out uint32
+	if !trunc && fsys.keepCache {
+		out |= fuse.FOPEN_KEEP_CACHE
 	}
-	return fuse.FOPEN_KEEP_CACHE
+	if !trunc && flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		out |= fuse.FOPEN_NOFLUSH
+	}
+	return out
 }
 
 // dirOpenFlags are the FOPEN_* flags of a directory's open: the kernel

@@ -69,6 +69,22 @@ func TestKernelCachingAndInvalidation(t *testing.T) {
 	if n := delta("read", read); n != 0 {
 		t.Errorf("a repeated read of a cached file reached the server %d times", n)
 	}
+	// A descriptor open for reading only is closed without a FLUSH; one
+	// open for writing still sends it (the engine persists what it wrote).
+	if n := delta("flush", read); n != 0 {
+		t.Errorf("closing a read-only descriptor sent %d FLUSH requests", n)
+	}
+	if n := delta("flush", func() {
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 1 {
+		t.Errorf("closing a descriptor open for writing sent %d FLUSH requests, want 1", n)
+	}
 	missing := filepath.Join(m.Dir, "missing")
 	if err := stat(missing); !errors.Is(err, syscall.ENOENT) {
 		t.Fatalf("stat missing: %v", err)

@@ -209,7 +209,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _ uin
 	if trunc {
 		wrote(h)
 	}
-	return h, n.fsys.openFlags(trunc), 0
+	return h, n.fsys.openFlags(flags), 0
 }
 
 // Create creates and opens regular file name in directory n, owned by the
@@ -230,7 +230,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	} else if trunc {
 		wrote(h)
 	}
-	return n.child(ctx, &a, out), h, n.fsys.openFlags(trunc), 0
+	return n.child(ctx, &a, out), h, n.fsys.openFlags(flags), 0
 }
 
 // Tmpfile creates and opens a regular file with no name for directory n
@@ -244,7 +244,7 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	if err != nil {
 		return nil, nil, 0, n.errno("tmpfile", err)
 	}
-	return n.child(ctx, &a, out), newHandle(a.Ino, flags), n.fsys.openFlags(false), 0
+	return n.child(ctx, &a, out), newHandle(a.Ino, flags), n.fsys.openFlags(flags &^ syscall.O_TRUNC), 0
 }
 
 // Read reads from open file n.
@@ -279,6 +279,12 @@ func (n *node) Write(ctx context.Context, f gofs.FileHandle, data []byte, off in
 // the file's in-memory attributes.
 func (n *node) Flush(ctx context.Context, f gofs.FileHandle) (errno syscall.Errno) {
 	defer n.fsys.ops.done(opFlush, time.Now(), &errno)
+	if n.fsys.noFlush {
+		// The kernel takes ENOSYS as "never send FLUSH again" and
+		// returns 0 from this close; the last release persists the
+		// file and reports it modified.
+		return syscall.ENOSYS
+	}
 	n.flushed(f)
 	return n.errno("flush", n.fsys.vol.Flush(ctx, n.ino()))
 }

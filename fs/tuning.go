@@ -43,6 +43,10 @@ type Tuning struct {
 	// An experiment only: the server does not yet give new files the
 	// default ACL of their directory, which the kernel leaves to it.
 	PosixACL bool
+	// NoFlush answers the first FLUSH with ENOSYS, after which the kernel
+	// sends none (a round trip less at every close(2)); the engine then
+	// persists a file's attributes at its last release only.
+	NoFlush bool
 }
 
 func (t Tuning) withDefaults() Tuning {
@@ -64,7 +68,7 @@ func (t Tuning) withDefaults() Tuning {
 // ParseTuning reads a Tuning from its text form: comma-separated
 // key=value pairs among writeback=0|1, keepcache=0|1, dircache=0|1,
 // maxwrite=BYTES, readahead=BYTES, background=N, readahead_kb=KIB,
-// posixacl=0|1.
+// posixacl=0|1, flush=0|1.
 func ParseTuning(s string) (Tuning, error) {
 	var t Tuning
 	for kv := range strings.SplitSeq(s, ",") {
@@ -93,6 +97,8 @@ func ParseTuning(s string) (Tuning, error) {
 			t.ReadAheadKB = n
 		case "posixacl":
 			t.PosixACL = n != 0
+		case "flush":
+			t.NoFlush = n == 0
 		default:
 			return t, fmt.Errorf("tuning %q: unknown key %q", kv, k)
 		}
