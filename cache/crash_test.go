@@ -94,8 +94,15 @@ func TestCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
+	t.Run("plain", func(t *testing.T) { runCrash(t) })
+	t.Run("encrypted", func(t *testing.T) { runCrash(t, encrypted) })
+}
+
+// runCrash kills a writer process 6 times at random points and checks,
+// after each, that every fsynced byte is there and every commit readable.
+func runCrash(t *testing.T, cfg ...func(*snapshot.Config)) {
 	store := "file://" + t.TempDir()
-	initVolume(t, store, func(c *snapshot.Config) { c.ChunkSize = 4096; c.PackSize = 1 << 20 })
+	initVolume(t, store, append([]func(*snapshot.Config){func(c *snapshot.Config) { c.ChunkSize = 4096; c.PackSize = 1 << 20 }}, cfg...)...)
 	dir := t.TempDir()
 	want := map[string]string{}    // the last fsynced content
 	pending := map[string]string{} // a change under way: its content, or "*" for any
@@ -209,7 +216,7 @@ func checkAllCommits(t *testing.T, url string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := snapshot.Open(ctx, s)
+	r, err := snapshot.OpenWithKey(ctx, s, testKeys)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,12 @@ func initVolume(t testing.TB, url string, cfgs ...func(*snapshot.Config)) {
 	for _, f := range cfgs {
 		f(&cfg)
 	}
-	r, err := snapshot.Init(ctx, s, cfg)
+	var r *snapshot.Repo
+	if cfg.Encryption != snapshot.EncryptionNone { // set by encrypted()
+		r, err = snapshot.InitEncrypted(ctx, s, cfg, testKey)
+	} else {
+		r, err = snapshot.Init(ctx, s, cfg)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +46,15 @@ func initVolume(t testing.TB, url string, cfgs ...func(*snapshot.Config)) {
 		t.Fatal(err)
 	}
 }
+
+// testKey locks the encrypted test volumes; testKeys gives it.
+var testKey = snapshot.UserKey{Key: []byte("cache test key: 32 bytes or more")}
+
+func testKeys(bool) (snapshot.UserKey, error) { return testKey, nil }
+
+// encrypted is an initVolume option: the volume is encrypted with testKey
+// (every open in these tests passes testKeys, which a plain volume ignores).
+func encrypted(c *snapshot.Config) { c.Encryption = snapshot.EncryptionXChaCha }
 
 type volOpt func(*Options)
 
@@ -52,7 +66,7 @@ func openVolume(t testing.TB, url, dir string, opts ...volOpt) *Volume {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := snapshot.Open(ctx, s)
+	r, err := snapshot.OpenWithKey(ctx, s, testKeys)
 	if err != nil {
 		t.Fatal(err)
 	}

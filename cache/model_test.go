@@ -223,6 +223,7 @@ func (h *harness) reopen(fresh bool) {
 // a real MinIO server (fewer runs: each costs network round trips).
 func TestModel(t *testing.T) {
 	t.Run("mem", func(t *testing.T) { runModel(t, 30, func() string { return testStoreURL(t) }) })
+	t.Run("mem-encrypted", func(t *testing.T) { runModel(t, 30, func() string { return testStoreURL(t) }, encrypted) })
 	t.Run("file", func(t *testing.T) { runModel(t, 20, func() string { return "file://" + t.TempDir() }) })
 	t.Run("s3", func(t *testing.T) {
 		base := testservices.StartMinIO(t)
@@ -240,11 +241,11 @@ func urlWithPrefix(base, prefix string) string {
 	return strings.TrimSuffix(u, "/") + "/" + prefix + "?" + q
 }
 
-func runModel(t *testing.T, checks int, newURL func() string) {
+func runModel(t *testing.T, checks int, newURL func() string, cfg ...func(*snapshot.Config)) {
 	setRapidChecks(t, checks)
 	rapid.Check(t, func(rt *rapid.T) {
 		url := newURL()
-		initVolume(t, url, func(c *snapshot.Config) { c.ChunkSize = 4096; c.PackSize = 1 << 20 })
+		initVolume(t, url, append([]func(*snapshot.Config){func(c *snapshot.Config) { c.ChunkSize = 4096; c.PackSize = 1 << 20 }}, cfg...)...)
 		h := &harness{t: t, url: url, dir: t.TempDir(), m: &model{root: newMDir()}, ctx: context.Background()}
 		h.v = openVolume(t, url, h.dir)
 		h.r = openVolume(t, url, "", func(o *Options) { o.ReadOnly = true; o.FollowInterval = -1 })

@@ -25,6 +25,18 @@ func TestPOSIXFile(t *testing.T) {
 	posixtest.Run(t, m.Dir, posixtest.Options{Exclude: posixExclusions})
 }
 
+// TestPOSIXEncrypted runs the POSIX suite over a mount of an encrypted
+// volume (agentfs init --encrypt) on a file:// store, with checkpoints
+// every 500ms so that sealed uploads run while the checks do.
+func TestPOSIXEncrypted(t *testing.T) {
+	m := fstest.Start(t, fstest.Options{Encrypted: true, Args: []string{"--checkpoint-interval=500ms"}})
+	posixtest.Run(t, m.Dir, posixtest.Options{Exclude: posixExclusions})
+	m.Sync(t)
+	if out, err := m.Agentfs("fsck", "--full", m.URL); err != nil {
+		t.Fatalf("fsck --full of the encrypted volume: %v\n%s", err, out)
+	}
+}
+
 // TestPOSIXS3 runs the POSIX suite over a mount of an S3 store (MinIO),
 // with checkpoints every 500ms so that uploads run while the checks do.
 func TestPOSIXS3(t *testing.T) {

@@ -113,7 +113,14 @@ type Options struct {
 	ReadOnly bool
 	// Args are extra flags for `agentfs mount`.
 	Args []string
+	// Encrypted makes Init run `agentfs init --encrypt`; every command of
+	// the Mount (its Env) then has the volume's key, TestKey, in
+	// AGENTFS_KEY.
+	Encrypted bool
 }
+
+// TestKey is the key of the volumes that Options.Encrypted makes.
+const TestKey = "agentfs fstest key: 32 bytes or more, not secret"
 
 // Mount is a running mount started by Start.
 type Mount struct {
@@ -142,8 +149,15 @@ func Setup(t testing.TB, o *Options) (bin string, env []string) {
 		o.URL = "file://" + filepath.Join(base, "store")
 		o.Init = true
 	}
+	if o.Encrypted {
+		env = append(env, "AGENTFS_KEY="+TestKey)
+	}
 	if o.Init {
-		if out, err := Run(bin, env, "init", o.URL); err != nil {
+		args := []string{"init", o.URL}
+		if o.Encrypted {
+			args = []string{"init", "--encrypt", o.URL}
+		}
+		if out, err := Run(bin, env, args...); err != nil {
 			t.Fatalf("agentfs init %s: %v\n%s", o.URL, err, out)
 		}
 		o.Init = false
