@@ -18,7 +18,7 @@ import (
 func dataBytes(t testing.TB, v *Volume) int64 {
 	t.Helper()
 	var sum int64
-	err := filepath.WalkDir(v.dataDir, func(_ string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(v.files.Dir(), func(_ string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -86,7 +86,7 @@ func TestCacheLimitOnRead(t *testing.T) {
 		if err != nil || !bytes.Equal(buf[:n], data[off:off+n]) {
 			t.Fatalf("read at %d: %d bytes, %v, right: %v", off, n, err, bytes.Equal(buf[:n], data[off:off+n]))
 		}
-		peak = max(peak, v.blocks.used())
+		peak = max(peak, v.blocks.Used())
 		if off%(1<<20) == 0 {
 			peakDisk = max(peakDisk, dataBytes(t, v))
 		}

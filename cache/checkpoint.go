@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentfs/agentfs/blobstore"
+	"github.com/agentfs/agentfs/cache/data"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -1033,7 +1034,7 @@ func (v *Volume) applyFile(wb *batch, d *delta, ino uint64, blocks []uint64, up 
 			}
 			b, ok, err := getValue(txn, key64(pPresence, ino))
 			if ok {
-				for _, i := range decodePresence(b) {
+				for _, i := range data.DecodePresence(b) {
 					present[i] = true
 				}
 			}
@@ -1071,7 +1072,7 @@ func (v *Volume) applyFile(wb *batch, d *delta, ino uint64, blocks []uint64, up 
 		return nil
 	}
 	rec := encodeInode(r)
-	pres := encodePresence(present)
+	pres := data.EncodePresence(present)
 	write := func(t *ktxn, d *delta) error {
 		if err := t.Set(key64(pInode, ino), rec); err != nil {
 			return err
@@ -1102,6 +1103,6 @@ func (v *Volume) applyFile(wb *batch, d *delta, ino uint64, blocks []uint64, up 
 			v.gens.forget(blockKey{ino, b})
 		}
 	}
-	v.blocks.add(ino, cached)
+	v.blocks.Add(ino, cached)
 	return nil
 }

@@ -15,16 +15,35 @@
 //   - the checkpointer, which uploads dirty chunks in packs, writes the
 //     changed directory trees and commits them (see checkpoint.go).
 //
+// Parts. The engine is being split into packages under cache/ along its
+// lock order (issue 16); Volume stays the facade that fs/ calls. Split off
+// so far:
+//   - cache/data, the data side: the data files, the block cache's
+//     accounting and eviction policy, chunk fetches (once for concurrent
+//     readers) and the read-ahead bound, the presence record's encoding.
+//     It knows no namespace: it reaches back through data.Evictor
+//     (blockcache.go here: what evicting one file means for its records
+//     and open node) and reads chunks through data.ChunkSource (the repo).
+//
+// Still here: the namespace (kv.go, record.go, namespace.go, dirty.go,
+// load.go, attr.go), the per-file data state of open files (file.go: node,
+// where each block's bytes come from, write-back, truncation), the lower
+// layer of virtual workspaces (lower.go), and the committer
+// (checkpoint.go, reconcile.go, history.go).
+//
 // Directories of the base commit load lazily, on first lookup or readdir, so
 // opening a volume of any size reads one tree.
 //
 // Errors are this package's own kinds (ErrNotFound, ErrExists, ...), mapped
 // to errno in fs/ alone. This package never imports fs/, overlay/ or FUSE.
 //
-// Lock order: Volume.cpMu (checkpoints) → blockCache.evictMu (evictions,
-// never taken with cpMu) → Volume.mu (namespace) → node.mu
+// Lock order: Volume.cpMu (checkpoints) → data.Cache's evictMu
+// (evictions, never taken with cpMu) → Volume.mu (namespace) → node.mu
 // (one file's data state) → Volume.markMu (transactions that write tree
 // marks) → the cache database's own locks (kv.flushMu → kv.mu → kv.rcMu).
-// Volume.nodesMu, stateMu, the dirty set's and the block cache's mutexes
-// are leaves: nothing else is acquired while one is held.
+// Volume.nodesMu, stateMu, the dirty set's mutex and data.Cache's mu are
+// leaves: nothing else is acquired while one is held. Per package:
+// cache/data holds evictMu for a whole eviction, during which it calls the
+// Evictor (which takes Volume.mu, node.mu and the database, in that order),
+// and never calls out with its mu held.
 package cache

@@ -6,15 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 
-	"github.com/agentfs/agentfs/internal/binenc"
+	"github.com/agentfs/agentfs/cache/data"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -86,10 +84,6 @@ func (v *Volume) openCount(ino uint64) int {
 	return 0
 }
 
-func (v *Volume) dataPath(ino uint64) string {
-	return filepath.Join(v.dataDir, fmt.Sprintf("%02x", ino&0xff), strconv.FormatUint(ino, 10))
-}
-
 // loadNode reads the state of regular file ino from the database into a
 // new node that is not registered.
 func (v *Volume) loadNode(txn *ktxn, ino uint64) (*node, error) {
@@ -108,7 +102,7 @@ func (v *Volume) loadNode(txn *ktxn, ino uint64) (*node, error) {
 	if b, ok, err := getValue(txn, key64(pPresence, ino)); err != nil {
 		return nil, err
 	} else if ok {
-		for _, idx := range decodePresence(b) {
+		for _, idx := range data.DecodePresence(b) {
 			n.present[idx] = true
 		}
 	}
@@ -149,7 +143,7 @@ func (v *Volume) refreshOrigin(n *node) error {
 	}
 	n.present = map[uint64]bool{}
 	n.inline = nil
-	_ = os.Remove(v.dataPath(n.ino)) // copies of the old host bytes
+	_ = v.files.Remove(n.ino) // copies of the old host bytes
 	return v.update(func(txn *ktxn, d *delta) error {
 		if err := v.writeFileRec(txn, d, r, false); err != nil {
 			return err
@@ -277,23 +271,9 @@ func (n *node) file(create bool) (*os.File, error) {
 	if n.f != nil {
 		return n.f, nil
 	}
-	p := n.v.dataPath(n.ino)
-	flags := os.O_RDWR
-	if create {
-		flags |= os.O_CREATE
-	}
-	f, err := os.OpenFile(p, flags, 0o600)
-	if errors.Is(err, os.ErrNotExist) && create {
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return nil, fmt.Errorf("cache data dir: %w", err)
-		}
-		f, err = os.OpenFile(p, flags, 0o600)
-	}
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("cache data file: %w", err)
+	f, err := n.v.files.Open(n.ino, create)
+	if err != nil || f == nil {
+		return nil, err
 	}
 	n.f = f
 	return f, nil
@@ -330,7 +310,7 @@ func (v *Volume) persistTxn(txn *ktxn, d *delta, n *node) error {
 		if len(n.present) == 0 {
 			return txn.Delete(k)
 		}
-		return txn.Set(k, encodePresence(n.present))
+		return txn.Set(k, data.EncodePresence(n.present))
 	}
 	return nil
 }
@@ -374,28 +354,6 @@ func (v *Volume) writeFileRec(txn *ktxn, d *delta, r *inode, mark bool) error {
 		return nil
 	}
 	return v.setMark(txn, d, dir)
-}
-
-func encodePresence(p map[uint64]bool) []byte {
-	idx := make([]uint64, 0, len(p))
-	for b := range p {
-		idx = append(idx, b)
-	}
-	slices.Sort(idx)
-	var e binenc.Encoder
-	for _, b := range idx {
-		e.Uvarint(b)
-	}
-	return e.B
-}
-
-func decodePresence(b []byte) []uint64 {
-	d := binenc.Decoder{B: b}
-	var out []uint64
-	for len(d.B) > 0 && d.Err() == nil {
-		out = append(out, d.Uvarint())
-	}
-	return out
 }
 
 // Open opens regular file ino for I/O; every Open is paired with one
@@ -501,9 +459,9 @@ func (v *Volume) Read(ctx context.Context, ino uint64, buf []byte, off uint64) (
 			return 0, err
 		}
 		seq := n.lastEnd.Swap(end) == off
-		v.blocks.touch(ino)
-		if v.blocks.overHard() {
-			v.blocks.evict()
+		v.blocks.Touch(ino)
+		if v.blocks.OverHard() {
+			v.evict()
 		}
 		if seq && v.opts.ReadAhead > 0 && !n.rec.Inline {
 			v.readAheadFrom(n, last+1)
@@ -701,25 +659,18 @@ func (v *Volume) installBlock(n *node, b uint64, data []byte) error {
 	n.present[b] = true
 	n.presenceDirty = true
 	n.lastFetched = b + 1
-	v.blocks.add(n.ino, int64(len(buf)))
+	v.blocks.Add(n.ino, int64(len(buf)))
 	return nil
 }
 
 // fetchChunk reads a chunk from the store, once for concurrent callers.
 func (v *Volume) fetchChunk(ctx context.Context, ref snapshot.BlobRef) ([]byte, error) {
-	ch := v.fetches.DoChan("chunk:"+ref.String(), func() (any, error) {
-		return v.repo.ReadBlob(context.WithoutCancel(ctx), ref)
-	})
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case res := <-ch:
-		if res.Err != nil {
-			v.log.Error("reading chunk failed", "chunk", ref.Hash.String(), "pack", ref.Pack.String(), "err", res.Err)
-			return nil, fmt.Errorf("%w: %w", ErrIO, res.Err)
-		}
-		return res.Val.([]byte), nil
+	b, err := v.fetch.Chunk(ctx, ref)
+	if ce := (*data.ChunkError)(nil); errors.As(err, &ce) {
+		v.log.Error("reading chunk failed", "chunk", ref.Hash.String(), "pack", ref.Pack.String(), "err", ce.Err)
+		return nil, fmt.Errorf("%w: %w", ErrIO, ce.Err)
 	}
+	return b, err
 }
 
 // readAheadFrom fetches up to ReadAhead remote blocks from b on, in the
@@ -734,19 +685,17 @@ func (v *Volume) readAheadFrom(n *node, b uint64) {
 	}
 	n.mu.RUnlock()
 	for _, blk := range todo {
-		select {
-		case v.readAhead <- struct{}{}:
-		default:
+		if !v.fetch.StartReadAhead() {
 			return
 		}
 		if _, err := v.acquireNode(n.ino); err != nil {
-			<-v.readAhead
+			v.fetch.EndReadAhead()
 			return
 		}
 		v.wg.Add(1)
 		go func() {
 			defer v.wg.Done()
-			defer func() { <-v.readAhead }()
+			defer v.fetch.EndReadAhead()
 			defer func() { _ = v.releaseNode(n) }()
 			_ = v.fetchBlock(v.ctx, n, blk)
 		}()
@@ -812,7 +761,7 @@ func (v *Volume) dirtyBlock(n *node, b uint64) {
 	if n.present[b] {
 		delete(n.present, b)
 		n.presenceDirty = true
-		v.blocks.add(n.ino, -int64(min(v.chunkSize, n.rec.Size-min(n.rec.Size, b*v.chunkSize))))
+		v.blocks.Add(n.ino, -int64(min(v.chunkSize, n.rec.Size-min(n.rec.Size, b*v.chunkSize))))
 	}
 	n.memDirty = true
 }
@@ -980,7 +929,7 @@ func (v *Volume) truncateLocked(n *node, size uint64) error {
 			if b >= keep {
 				delete(n.present, b)
 				n.presenceDirty = true
-				v.blocks.add(n.ino, -int64(min(bs, old-b*bs)))
+				v.blocks.Add(n.ino, -int64(min(bs, old-b*bs)))
 			}
 		}
 		n.rec.dropChunksFrom(keep)
@@ -1060,7 +1009,6 @@ func (v *Volume) Fsync(ctx context.Context, ino uint64, dataOnly bool) error {
 // (committed before the call) is in the cache database: until then a crash
 // would bring the inode back, and it needs its data.
 func (v *Volume) dropData(ino uint64) {
-	v.blocks.drop(ino)
-	path := v.dataPath(ino)
-	v.db.afterFlush(func() { _ = os.Remove(path) })
+	v.blocks.Drop(ino)
+	v.db.afterFlush(func() { _ = v.files.Remove(ino) })
 }

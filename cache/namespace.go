@@ -1097,8 +1097,8 @@ func (v *Volume) RemoveXattr(ctx context.Context, ino uint64, name string) error
 func (v *Volume) StatFs(ctx context.Context) (StatFs, error) {
 	const bsize = 4096
 	var local unix.Statfs_t
-	if err := unix.Statfs(v.dataDir, &local); err != nil {
-		return StatFs{}, fmt.Errorf("statfs of the cache directory %s: %w", v.dataDir, err)
+	if err := unix.Statfs(v.files.Dir(), &local); err != nil {
+		return StatFs{}, fmt.Errorf("statfs of the cache directory %s: %w", v.files.Dir(), err)
 	}
 	scale := func(blocks uint64) uint64 { return blocks * uint64(local.Bsize) / bsize }
 	var files uint64

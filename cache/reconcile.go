@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
-	"golang.org/x/sys/unix"
 
+	"github.com/agentfs/agentfs/cache/data"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -388,7 +387,7 @@ func (rc *reconciler) updateFile(ino uint64, e *snapshot.Entry) error {
 			}
 			b, ok, err := getValue(txn, key64(pPresence, ino))
 			if ok {
-				for _, i := range decodePresence(b) {
+				for _, i := range data.DecodePresence(b) {
 					present[i] = true
 				}
 			}
@@ -453,7 +452,7 @@ func (rc *reconciler) updateFile(ino uint64, e *snapshot.Entry) error {
 		if len(keep) == 0 {
 			return txn.Delete(key64(pPresence, ino))
 		}
-		return txn.Set(key64(pPresence, ino), encodePresence(keep))
+		return txn.Set(key64(pPresence, ino), data.EncodePresence(keep))
 	})
 	if err != nil {
 		return err
@@ -464,7 +463,7 @@ func (rc *reconciler) updateFile(ino uint64, e *snapshot.Entry) error {
 			n.inline, n.inlineDirty = nil, false
 		}
 	}
-	v.blocks.add(ino, -dropped)
+	v.blocks.Add(ino, -dropped)
 	rc.inode(ino)
 	return nil
 }
@@ -476,29 +475,9 @@ func (v *Volume) clearDataFile(n *node, ino uint64, blocks []uint64, size uint64
 		if n != nil {
 			n.closeFile()
 		}
-		if err := os.Remove(v.dataPath(ino)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("cache data file: %w", err)
-		}
-		return nil
+		return v.files.Remove(ino)
 	}
-	f, err := os.OpenFile(v.dataPath(ino), os.O_RDWR, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("cache data file: %w", err)
-	}
-	defer f.Close()
-	bs := int64(v.chunkSize)
-	for _, b := range blocks {
-		if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, int64(b)*bs, bs); err != nil {
-			return fmt.Errorf("cache data file: %w", err)
-		}
-	}
-	if err := f.Truncate(int64(size)); err != nil {
-		return fmt.Errorf("cache data file: %w", err)
-	}
-	return nil
+	return v.files.PunchFile(ino, blocks, v.chunkSize, true, size)
 }
 
 // addEntry creates the record of target entry e in directory dir.

@@ -50,7 +50,7 @@ func (v *Volume) Status(ctx context.Context) (Status, error) {
 		ReadOnly: v.opts.ReadOnly, HeadSeq: st.Seq, CacheLimit: v.opts.CacheSize, CacheDir: v.opts.CacheDir,
 	}
 	if v.blocks != nil {
-		s.CacheBytes = v.blocks.used()
+		s.CacheBytes = v.blocks.Used()
 	}
 	v.stateMu.Lock()
 	s.LastCheckpoint, s.LastCheckpointDur, s.LastError = v.cp.last, v.cp.lastDur, v.cp.lastErr

@@ -18,6 +18,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/agentfs/agentfs/cache/data"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -93,7 +94,7 @@ type Volume struct {
 	chunkSize uint64
 	inlineMax uint64 // files up to this size keep their bytes in the database
 	db        *kv
-	dataDir   string
+	files     *data.Files // the data files
 	log       *slog.Logger
 	now       func() time.Time
 
@@ -112,20 +113,20 @@ type Volume struct {
 	stateMu sync.Mutex
 	state   volState // guarded by stateMu
 
-	gens      gens       // write generations of dirty blocks
-	dirty     dirtySet   // in-memory mirror of tree marks and dirty files
-	markMu    sync.Mutex // orders mark-writing transactions against a checkpoint's clearing
-	notifier  Notifier   // guarded by stateMu
-	lease     *snapshot.Lease
-	fetches   singleflight.Group
-	blocks    *blockCache
-	cp        cpStats // guarded by stateMu
-	ctx       context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	closed    atomic.Bool
-	kick      chan struct{}
-	readAhead chan struct{} // bounds concurrent read-ahead fetches
+	gens     gens       // write generations of dirty blocks
+	dirty    dirtySet   // in-memory mirror of tree marks and dirty files
+	markMu   sync.Mutex // orders mark-writing transactions against a checkpoint's clearing
+	notifier Notifier   // guarded by stateMu
+	lease    *snapshot.Lease
+	fetches  singleflight.Group // tree loads, once for concurrent callers
+	fetch    *data.Fetcher      // chunk fetches and the read-ahead bound
+	blocks   *data.Cache        // clean blocks' accounting and eviction (set at the end of open)
+	cp       cpStats            // guarded by stateMu
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	closed   atomic.Bool
+	kick     chan struct{}
 }
 
 // Meta keys.
@@ -186,17 +187,18 @@ func Open(ctx context.Context, opts Options) (*Volume, error) {
 		repo:      opts.Repo,
 		chunkSize: uint64(opts.Repo.Config().ChunkSize),
 		inlineMax: min(InlineMax, uint64(opts.Repo.Config().ChunkSize)),
-		dataDir:   filepath.Join(opts.CacheDir, "data"),
 		log:       opts.Logger.With("volume", opts.Repo.URL(), "branch", opts.Branch),
 		now:       opts.Clock,
 		nodes:     map[uint64]*node{},
 		kick:      make(chan struct{}, 1),
-		readAhead: make(chan struct{}, 8),
+		fetch:     data.NewFetcher(opts.Repo, 8),
 	}
 	v.ctx, v.cancel = context.WithCancel(context.Background())
-	if err := os.MkdirAll(v.dataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("cache dir %s: %w", v.dataDir, err)
+	files, err := data.NewFiles(filepath.Join(opts.CacheDir, "data"))
+	if err != nil {
+		return nil, err
 	}
+	v.files = files
 	bopts := badger.DefaultOptions(filepath.Join(opts.CacheDir, "meta")).
 		WithLogger(newBadgerLog(v.log)).
 		WithDetectConflicts(false). // Volume's locks serialize writers of a key
@@ -287,8 +289,7 @@ func (v *Volume) init(ctx context.Context) error {
 			return err
 		}
 	}
-	v.blocks = newBlockCache(v)
-	if err := v.blocks.load(); err != nil {
+	if err := v.loadBlockCache(); err != nil {
 		return err
 	}
 	// Until Close finishes cleanly, the next Open treats this run as a crash.
@@ -368,10 +369,7 @@ func (v *Volume) resetNamespace(ctx context.Context, c snapshot.Commit) error {
 		}
 	}
 	v.dirty.reset()
-	if err := os.RemoveAll(v.dataDir); err != nil {
-		return fmt.Errorf("reset cache: %w", err)
-	}
-	if err := os.MkdirAll(v.dataDir, 0o700); err != nil {
+	if err := v.files.Reset(); err != nil {
 		return err
 	}
 	r := c.Root
@@ -444,7 +442,7 @@ func (v *Volume) recover() error {
 		wb.del(key64(pDirtyF, ino))
 		wb.del(key64(pPresence, ino))
 		wb.del(key64(pInline, ino))
-		_ = os.Remove(v.dataPath(ino))
+		_ = v.files.Remove(ino)
 	}
 	if err := wb.flush(); err != nil {
 		return err
@@ -562,7 +560,7 @@ func (v *Volume) start() {
 	}
 	v.wg.Add(2)
 	go v.gcLoop()
-	go v.blocks.evictLoop()
+	go v.evictLoop()
 }
 
 func (v *Volume) leaseLoop() {

@@ -1,0 +1,107 @@
+package data
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// fakeEvictor drops a file whole, as the engine does for a closed file,
+// and records the order of its calls.
+type fakeEvictor struct {
+	c     *Cache
+	order []uint64
+	fail  map[uint64]bool
+}
+
+func (e *fakeEvictor) EvictFile(ino uint64) error {
+	e.order = append(e.order, ino)
+	if e.fail[ino] {
+		return errors.New("boom")
+	}
+	e.c.Drop(ino)
+	return nil
+}
+
+// TestCacheInvariants runs random accounting operations and evictions and
+// checks the Cache's invariants after each, and that an eviction leaves the
+// cache at or under its target (10% under the limit) unless a file failed.
+func TestCacheInvariants(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		limit := rapid.Int64Range(1, 1<<20).Draw(rt, "limit")
+		ev := &fakeEvictor{fail: map[uint64]bool{}}
+		c := NewCache(limit, ev)
+		ev.c = c
+		ino := rapid.Uint64Range(1, 8)
+		rt.Repeat(map[string]func(*rapid.T){
+			"load": func(rt *rapid.T) { c.Load(ino.Draw(rt, "ino"), rapid.Int64Range(-10, 1<<18).Draw(rt, "bytes")) },
+			"add":  func(rt *rapid.T) { c.Add(ino.Draw(rt, "ino"), rapid.Int64Range(-(1<<18), 1<<18).Draw(rt, "delta")) },
+			"touch": func(rt *rapid.T) {
+				c.Touch(ino.Draw(rt, "ino"))
+			},
+			"drop": func(rt *rapid.T) { c.Drop(ino.Draw(rt, "ino")) },
+			"fail": func(rt *rapid.T) { ev.fail[ino.Draw(rt, "ino")] = rapid.Bool().Draw(rt, "fail") },
+			"evict": func(rt *rapid.T) {
+				failed := false
+				c.Evict(context.Background(), func(uint64, error) { failed = true })
+				if target := limit - limit/10; !failed && c.Used() > target {
+					rt.Fatalf("after eviction %d bytes cached, target %d", c.Used(), target)
+				}
+			},
+			"": func(rt *rapid.T) {
+				if err := c.CheckInvariants(); err != nil {
+					rt.Fatal(err)
+				}
+			},
+		})
+	})
+}
+
+// TestCacheEvictsLeastRecentlyUsed: files go in the order of their last
+// access, and eviction stops once under 90% of the limit.
+func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
+	ev := &fakeEvictor{}
+	c := NewCache(100, ev)
+	ev.c = c
+	c.Load(9, 10) // loaded at open: never accessed, so first
+	c.Add(1, 35)
+	c.Add(2, 35)
+	c.Add(3, 35)
+	c.Touch(1)
+	c.Evict(context.Background(), func(ino uint64, err error) { t.Errorf("evict %d: %v", ino, err) })
+	if want := []uint64{9, 2}; !equal(ev.order, want) {
+		t.Fatalf("evicted %v, want %v", ev.order, want)
+	}
+	if got := c.Used(); got != 70 {
+		t.Fatalf("used %d, want 70", got)
+	}
+	if err := c.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCacheRunWakesOnOverflow: the evict loop runs when an Add goes over
+// the limit, not before.
+func TestCacheRunWakesOnOverflow(t *testing.T) {
+	evicted := make(chan uint64, 4)
+	c := NewCache(100, evictFunc(func(ino uint64) error { evicted <- ino; return nil }))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx, func(uint64, error) {}) }()
+	c.Add(1, 50)
+	c.Add(2, 60)
+	if got := <-evicted; got != 1 {
+		t.Fatalf("evicted %d first, want 1", got)
+	}
+	cancel()
+	<-done
+}
+
+type evictFunc func(ino uint64) error
+
+func (f evictFunc) EvictFile(ino uint64) error { return f(ino) }
+
+func equal(a, b []uint64) bool { return slices.Equal(a, b) }
