@@ -267,7 +267,7 @@ func (m *Manager) delete(ctx context.Context, name string, force bool) error {
 			ws.mnt = nil
 		default:
 			if b, berr := m.newBackend(ctx, mt.ctl, ws.rec); berr == nil {
-				mt.backend = b // unmount closed the old one
+				mt.backend, mt.ending = b, false // unmount closed the old one
 			}
 		}
 		m.endOpLocked(ws)

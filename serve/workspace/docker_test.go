@@ -341,3 +341,54 @@ func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+// TestNewBackendClosedAtUnmount: a backend of Handle.NewBackend runs on
+// the workspace's mount with its seams, and an unmount closes it (killing
+// its commands and removing its container) even if its caller did not;
+// a Handle of a mount that is gone starts none.
+func TestNewBackendClosedAtUnmount(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	m := e.open(e.config())
+	create(t, m, workspace.CreateRequest{Name: "w"})
+	h := acquire(t, m, "w")
+	if err := os.Chmod(h.MountPoint, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	b, err := h.NewBackend(ctx, *dockerSpec())
+	if errors.Is(err, exec.ErrDockerUnavailable) || errors.Is(err, exec.ErrImageMissing) {
+		testenv.Missing(t, "docker engine with image "+testImage()+" (bash scripts/setup-docker.sh)", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Exec(ctx, exec.Request{Command: "echo x > made.txt; id -u"})
+	if err != nil || string(res.Stdout) != "1000\n" || res.Changes == nil || !slices.Equal(res.Changes.Created, []string{"made.txt"}) {
+		t.Fatalf("exec: %v %+v", err, res)
+	}
+	j, err := b.Start(ctx, exec.Request{Command: "sleep 600"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := containers(t, e.stateDir); len(got) != 1 {
+		t.Errorf("containers: %v, want the request's", got)
+	}
+	h.Release()
+	e.clock.Advance(2 * time.Minute)
+	m.Scan(ctx)
+	if status(t, m, "w") != workspace.StatusUnmounted {
+		t.Fatal("still mounted after the idle timeout")
+	}
+	if r, _ := j.Wait(ctx); r == nil || r.ExitCode != 137 {
+		t.Errorf("the job after the unmount: %+v", r)
+	}
+	if got := containers(t, e.stateDir); len(got) != 0 {
+		t.Errorf("containers after the unmount: %v", got)
+	}
+	if _, err := h.NewBackend(ctx, *dockerSpec()); !errors.Is(err, workspace.ErrClosed) {
+		t.Errorf("NewBackend on an unmounted workspace's Handle: %v", err)
+	}
+	if err := h.CloseBackend(b); err != nil && !errors.Is(err, exec.ErrClosed) {
+		t.Errorf("CloseBackend after the unmount: %v", err)
+	}
+}

@@ -34,9 +34,11 @@ type mounted struct {
 	proc    *mountproc.Process // nil for a server adopted from a killed daemon
 	ctl     *control.Client
 	backend *exec.Backend
-	// extra are the backends of Handle.NewBackend still open; guarded by
-	// Manager.mu.
-	extra map[*exec.Backend]struct{}
+	// extra are the backends of Handle.NewBackend still open, and ending
+	// is set once an unmount has closed them (no more may be added); both
+	// guarded by Manager.mu.
+	extra  map[*exec.Backend]struct{}
+	ending bool
 }
 
 // alive reports whether the mount's server process still runs.
@@ -101,13 +103,15 @@ type Handle struct {
 // unmount closes it too. Choosing a backend bypasses the admin's choice
 // for the workspace: only the admin may ask for it.
 func (h *Handle) NewBackend(ctx context.Context, spec exec.Spec) (*exec.Backend, error) {
+	if !h.mountedLocking() {
+		return nil, fmt.Errorf("workspace %s: unmounted (its lifetime ended, or the daemon closes): %w", h.Name, ErrClosed)
+	}
 	b, err := h.m.newBackend(ctx, h.Control, record{Name: h.Name, Backend: &spec})
 	if err != nil {
 		return nil, err
 	}
 	h.m.mu.Lock()
-	if h.ws.mnt != h.mt {
-		// Unmounted meanwhile (a lifetime ended, Close).
+	if h.ws.mnt != h.mt || h.mt.ending {
 		h.m.mu.Unlock()
 		_ = b.Close()
 		return nil, fmt.Errorf("workspace %s: unmounted while a backend was starting: %w", h.Name, ErrClosed)
@@ -118,6 +122,14 @@ func (h *Handle) NewBackend(ctx context.Context, spec exec.Spec) (*exec.Backend,
 	h.mt.extra[b] = struct{}{}
 	h.m.mu.Unlock()
 	return b, nil
+}
+
+// mountedLocking reports whether the mount h pins is still the
+// workspace's and not being unmounted.
+func (h *Handle) mountedLocking() bool {
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
+	return h.ws.mnt == h.mt && !h.mt.ending
 }
 
 // CloseBackend closes a backend of NewBackend and forgets it.
@@ -255,11 +267,13 @@ func (m *Manager) unmountLocked(ctx context.Context, ws *wsState) {
 	var fresh *exec.Backend
 	if err != nil {
 		m.log.Error("unmount failed; the workspace stays mounted", "workspace", ws.rec.Name, "err", err)
-		fresh, _ = m.newBackend(ctx, mt.ctl, ws.rec) // unmount closed the old one
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mountTimeout)
+		fresh, _ = m.newBackend(bctx, mt.ctl, ws.rec) // unmount closed the old one
+		cancel()
 	}
 	m.mu.Lock()
 	if fresh != nil {
-		mt.backend = fresh
+		mt.backend, mt.ending = fresh, false
 	}
 	if err == nil {
 		ws.mnt = nil
@@ -351,7 +365,7 @@ func (m *Manager) newBackend(ctx context.Context, ctl *control.Client, rec recor
 func (m *Manager) unmount(ctx context.Context, name string, mt *mounted) error {
 	m.mu.Lock()
 	extra := mt.extra
-	mt.extra = nil
+	mt.extra, mt.ending = nil, true
 	m.mu.Unlock()
 	for b := range extra {
 		if err := b.Close(); err != nil {
