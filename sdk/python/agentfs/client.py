@@ -443,7 +443,7 @@ class Workspace:
         ChangeEvent's, in order, as they happen (``with ws.changes() as feed: for ev in
         feed: ...``). The subscription is open when this returns; it mounts the workspace
         and keeps it mounted while open. ``path`` keeps the events at or below that
-        directory or file; ``since`` resumes after the event with that id (a "reset"
+        directory or file (and the creations and deletions of its ancestors); ``since`` resumes after the event with that id (a "reset"
         event comes first if the daemon no longer knows it). A dropped connection is
         opened again from the last event's id, up to ``max_retries`` failed attempts in
         a row (default: the client's ``retries``). The iteration ends when the daemon

@@ -35,10 +35,10 @@ class ChangeFeed(Iterator[ChangeEvent]):
     changes made after that are delivered. When the connection drops, the feed opens
     it again with the id of the last event it delivered (``last_id``), so nothing is
     missed or repeated, after a pause of 0.1 s doubling up to 2 s; after ``max_retries``
-    failed attempts in a row it raises the last error (ConnectionFailed, Timeout,
-    Unavailable or Busy). Other errors (NotFound: the workspace is gone, Unauthorized,
+    failed attempts in a row it raises ConnectionFailed (its message names the
+    ``since`` to resume with, its cause is the last error). Other errors (NotFound: the workspace is gone, Unauthorized,
     PathEscape for ``path``) are raised at once. The iteration ends after the daemon's
-    ``end`` event (``end_reason`` then says why: "deleted", "expired", "shutdown") or
+    ``end`` event (``end_reason`` then says why: "deleted", "expired", "shutdown", "unavailable") or
     after close(). Use it as a context manager, or call close(), to free its
     connection; close() may be called from another thread, and wakes a read blocked there.
     """
@@ -99,6 +99,10 @@ class ChangeFeed(Iterator[ChangeEvent]):
             if self._chunks is None:
                 try:
                     resp = self._resp or self._connect()
+                except _TRANSIENT as e:
+                    if self._closed:
+                        raise StopIteration from None
+                    raise self._gave_up(e) from e
                 except Exception:
                     if self._closed:
                         raise StopIteration from None
@@ -130,10 +134,14 @@ class ChangeFeed(Iterator[ChangeEvent]):
             if self._heard:
                 self._failures = 0
             if self._failures >= self._max_retries:
-                raise ConnectionFailed(f"the change feed of {self._t.base}{self._route} dropped and "
-                                       f"{self._max_retries} reconnections failed; resume with since={self.last_id!r}") from err
+                raise self._gave_up(err) from err
             self._failures += 1
             time.sleep(_backoff(self._failures))
+
+    def _gave_up(self, err: Optional[Exception]) -> ConnectionFailed:
+        why = f" (last: {err})" if err is not None else ""
+        return ConnectionFailed(f"the change feed of {self._t.base}{self._route} dropped and {self._max_retries} "
+                                f"reconnection attempts in a row failed{why}; resume with since={self.last_id!r}")
 
     def _event(self, ev: SSEEvent) -> Optional[ChangeEvent]:
         """The ChangeEvent of an SSE event (None for the end and unknown types)."""
@@ -150,7 +158,8 @@ class ChangeFeed(Iterator[ChangeEvent]):
             return None
         self.last_id = str(d.get("id") or ev.id)
         if ev.event == "reset":
-            return ChangeEvent(id=self.last_id, op="reset", path="", type="", time="", reason=str(d.get("reason", "")))
+            return ChangeEvent(id=self.last_id, op="reset", path="", type="", time=str(d.get("time", "")),
+                               reason=str(d.get("reason", "")))
         return ChangeEvent.from_json(d, ev.id)
 
     def _drop(self) -> None:

@@ -389,11 +389,14 @@ class ChangeEvent:
     """One event of a workspace's change feed (Workspace.changes).
 
     ``op`` is "created", "modified" or "deleted" (a rename is a "deleted" of the old
-    path then a "created" of the new one; "modified" comes once per written handle
-    at its close, and for truncate, chmod and utimes), or "reset": the feed could
-    not resume from the id it was given (older than the daemon's ring of 4096
-    events, or from before a remount), so events may have been missed; ``reason``
-    says why, and a client that needs the full state lists the workspace again.
+    path then a "created" of the new one, for a directory without events for what
+    it holds; "modified" comes once per written handle at its close, and for
+    truncate, chmod, chown, utimes and xattr changes), or "reset": events may have
+    been missed; ``reason`` says why ("unknown_id": the ``since`` id is older than
+    the daemon's ring of 4096 events or from before a remount; "overflow": the
+    reader fell more than 4096 events behind; "replaced": a snapshot restore or a
+    virtual discard; "remounted"), and a client that needs the full state lists the
+    workspace again.
     ``id`` is opaque: pass it back as ``since`` to resume after this event.
     ``type`` is "file", "dir", "symlink" or "other"; ``time`` is RFC 3339 (UTC).
     """

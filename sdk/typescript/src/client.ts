@@ -711,7 +711,8 @@ export class Workspace {
    * Subscribes to the workspace's changes: an async iterable of ChangeEvent's, in
    * order, as they happen (`for await (const ev of ws.changes()) ...`). The request
    * starts at once; `await feed.ready` to know the subscription is open (changes
-   * made after it are delivered). `path` keeps the events at or below that path;
+   * made after it are delivered). `path` keeps the events at or below that path
+   * (and the creations and deletions of its ancestors);
    * `since` resumes after the event with that id. A dropped connection is opened
    * again from the last event's id (see ChangeFeed). The iteration ends after the
    * daemon's `end` event (workspace deleted or expired, daemon shutdown), rejects

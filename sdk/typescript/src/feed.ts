@@ -9,11 +9,13 @@ import { SSEParser, type SSEEvent } from "./sse.js";
 /**
  * One event of a workspace's change feed. `op` is "created", "modified" or
  * "deleted" (a rename is a "deleted" of the old path then a "created" of the new
- * one; "modified" comes once per written handle at its close, and for truncate,
- * chmod and utimes), or "reset": the feed could not resume from the id it was
- * given (older than the daemon's ring of 4096 events, or from before a remount),
- * so events may have been missed; `reason` says why, and a client that needs the
- * full state lists the workspace again. `id` is opaque: pass it back as `since`
+ * one, for a directory without events for what it holds; "modified" comes once
+ * per written handle at its close, and for truncate, chmod, chown, utimes and
+ * xattr changes), or "reset": events may have been missed; `reason` says why
+ * ("unknown_id": the `since` id is older than the daemon's ring of 4096 events
+ * or from before a remount; "overflow": the reader fell more than 4096 events
+ * behind; "replaced": a snapshot restore or a virtual discard; "remounted"), and
+ * a client that needs the full state lists the workspace again. `id` is opaque: pass it back as `since`
  * to resume after this event. `type` is "file", "dir", "symlink" or "other";
  * `time` is RFC 3339 (UTC).
  */
@@ -66,11 +68,11 @@ type Json = Record<string, unknown>;
  * drops (or stays silent for FEED_IDLE_TIMEOUT_MS), the feed opens it again with
  * the id of the last event it delivered (`lastId`), so nothing is missed or
  * repeated, after a pause of 100 ms doubling up to 2 s; after `maxRetries`
- * failed attempts in a row it rejects with the last error (ConnectionFailed,
- * Timeout, Unavailable or Busy). Other errors (NotFound: the workspace is gone,
+ * failed attempts in a row it rejects with ConnectionFailed (its message names
+ * the `since` to resume with, its cause is the last error). Other errors (NotFound: the workspace is gone,
  * Unauthorized, PathEscape for `path`) reject at once. The iteration ends after
  * the daemon's `end` event (`endReason` says why: "deleted", "expired",
- * "shutdown"), when the loop is left, or on close().
+ * "shutdown", "unavailable"), when the loop is left, or on close().
  */
 export class ChangeFeed implements AsyncIterable<ChangeEvent> {
   /** The id of the last event delivered (or `since`): where a new feed resumes. */
@@ -153,11 +155,12 @@ export class ChangeFeed implements AsyncIterable<ChangeEvent> {
     try {
       while (!this.#closer.signal.aborted) {
         let conn: Conn;
+        const first = this.#first;
         try {
-          conn = await (this.#first ?? this.#open());
+          conn = await (first ?? this.#open());
         } catch (e) {
           if (this.#closer.signal.aborted && !this.#signal?.aborted) return;
-          throw e;
+          throw first || !transient(e) ? e : this.#gaveUp(e);
         } finally {
           this.#first = undefined;
         }
@@ -198,16 +201,19 @@ export class ChangeFeed implements AsyncIterable<ChangeEvent> {
         // The connection ended without `end`: open it again from lastId. A
         // connection that brought something counts as a success.
         if (heard) this.#failures = 0;
-        if (this.#failures >= this.#maxRetries) {
-          throw new ConnectionFailed(`the change feed of workspace ${this.#ws.name} at ${this.#ws.client.url} dropped and ` +
-            `${this.#maxRetries} reconnections failed; resume with since=${JSON.stringify(this.lastId)}`, { cause: err });
-        }
+        if (this.#failures >= this.#maxRetries) throw this.#gaveUp(err);
         this.#failures++;
         await this.#pause();
       }
     } finally {
       this.#closer.abort();
     }
+  }
+
+  #gaveUp(err: unknown): ConnectionFailed {
+    const why = err === undefined ? "" : ` (last: ${String(err)})`;
+    return new ConnectionFailed(`the change feed of workspace ${this.#ws.name} at ${this.#ws.client.url} dropped and ` +
+      `${this.#maxRetries} reconnection attempts in a row failed${why}; resume with since=${JSON.stringify(this.lastId)}`, { cause: err });
   }
 
   // event turns an SSE event into a ChangeEvent (undefined for `end`, which sets
@@ -228,7 +234,7 @@ export class ChangeFeed implements AsyncIterable<ChangeEvent> {
       return undefined;
     }
     this.lastId = String(d.id || ev.id);
-    if (ev.event === "reset") return { id: this.lastId, op: "reset", path: "", type: "", time: "", reason: String(d.reason ?? "") };
+    if (ev.event === "reset") return { id: this.lastId, op: "reset", path: "", type: "", time: String(d.time ?? ""), reason: String(d.reason ?? "") };
     return {
       id: this.lastId, op: String(d.op ?? "") as ChangeEvent["op"], path: String(d.path ?? ""),
       type: String(d.type ?? ""), time: String(d.time ?? ""),
