@@ -19,12 +19,13 @@ import (
 	"github.com/agentfs/agentfs/serve/client"
 )
 
-// startServe runs `agentfs serve` on a free loopback port with its own
-// store and state directory and returns its process, its URL and a client
+// startServe runs `agentfs serve` (with flags) on a free loopback port
+// with its own store and state directory and returns its process, its URL and a client
 // with the admin token.
-func startServe(t *testing.T, base string) (*exec.Cmd, *client.Client) {
+func startServe(t *testing.T, base string, flags ...string) (*exec.Cmd, *client.Client) {
 	t.Helper()
-	cmd := exec.Command(fstest.Binary(t), "serve", "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(base, "state"))
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(base, "state")}, flags...)
+	cmd := exec.Command(fstest.Binary(t), args...)
 	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+filepath.Join(base, "data"), "AGENTFS_TOKEN=tok")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
