@@ -24,7 +24,7 @@ func TestChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	// Subscribed once Changes returned: nothing recorded after is missed.
 	b.f.Record(changefeed.OpCreated, "doc", changefeed.TypeFile)
 	b.f.Record(changefeed.OpCreated, "src/a.go", changefeed.TypeFile)
