@@ -382,6 +382,9 @@ func (b *Backend) Rename(ctx context.Context, from, to string) error {
 		return fmt.Errorf("rename %q to %q: %w: the root of the backend cannot be renamed", from, to, ErrInvalid)
 	}
 	if err := b.s.root.Rename(rf, rt); err != nil {
+		if pe := rootEscape("rename", from+" -> "+to, err); pe != nil {
+			return pe
+		}
 		return fmt.Errorf("rename %q to %q: %w", from, to, unwrapPathErr(err))
 	}
 	return nil

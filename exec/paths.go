@@ -138,16 +138,26 @@ var errRootEscape = sync.OnceValue(func() error {
 	return err
 })
 
+// rootEscape returns os.Root's refusal of a path that resolves out of it
+// (the tree changed after resolve checked it) as a *PathError, and nil for
+// any other error.
+func rootEscape(op, p string, err error) *PathError {
+	if re := errRootEscape(); re == nil || !errors.Is(err, re) {
+		return nil
+	}
+	return &PathError{Op: op, Path: p, Reason: "it resolves out of the root (a symlink on the way changed while it was used)"}
+}
+
 // errPathOp rewrites the path inside an *fs.PathError returned by os.Root so
 // that it names the caller's path, and keeps it wrapped for errors.Is
-// (fs.ErrNotExist and friends). os.Root's refusal of a path that resolves
-// out of it (the tree changed after resolve checked it) is a *PathError.
+// (fs.ErrNotExist and friends); os.Root's refusal of a path that resolves
+// out of it is a *PathError (rootEscape).
 func (b *Backend) errPathOp(op, p string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if re := errRootEscape(); re != nil && errors.Is(err, re) {
-		return &PathError{Op: op, Path: p, Reason: "it resolves out of the root (a symlink on the way changed while it was used)"}
+	if pe := rootEscape(op, p, err); pe != nil {
+		return pe
 	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
