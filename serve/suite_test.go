@@ -33,16 +33,8 @@ import (
 func TestSuiteOverHTTP(t *testing.T) {
 	t.Run("local", func(t *testing.T) { exectest.Run(t, remoteFixture(exec.Spec{})) })
 	t.Run("docker", func(t *testing.T) {
-		exectest.Run(t, remoteFixture(exec.Spec{Type: exec.TypeDocker, Image: suiteImage(), User: "1000:1000"}))
+		exectest.Run(t, remoteFixture(exec.Spec{Type: exec.TypeDocker, Image: testImage(), User: "1000:1000"}))
 	})
-}
-
-// suiteImage is the image scripts/setup-docker.sh imports (as exec's tests).
-func suiteImage() string {
-	if img := os.Getenv("AGENTFS_TEST_IMAGE"); img != "" {
-		return img
-	}
-	return "agentfs-test/busybox:1"
 }
 
 // remoteFixture makes workspaces whose commands run with backend spec.
@@ -132,36 +124,32 @@ func errorOf(err error, op, p string, notFound error) error {
 	switch ce.Code {
 	case "path_escape":
 		s = &exec.PathError{Op: op, Path: p, Reason: ce.Message}
-	case "not_found":
-		s = notFound
-	case "exists":
-		s = fs.ErrExist
-	case "not_a_directory":
-		s = syscall.ENOTDIR
-	case "is_a_directory":
-		s = syscall.EISDIR
-	case "not_empty":
-		s = syscall.ENOTEMPTY
-	case "not_unique":
-		s = exec.ErrNotUnique
-	case "no_match":
-		s = exec.ErrNoMatch
-	case "out_of_range":
-		s = exec.ErrOutOfRange
-	case "binary_file":
-		s = exec.ErrBinary
 	case "policy_refused":
 		s = &exec.PolicyError{Rule: ce.Rule, Reason: ce.Message}
-	case "invalid_argument":
-		s = exec.ErrInvalid
-	case "timeout":
-		s = context.DeadlineExceeded
-	case "canceled":
-		s = context.Canceled
+	case "not_found":
+		s = notFound
 	default:
-		return err
+		if s = sentinelOf[ce.Code]; s == nil {
+			return err
+		}
 	}
 	return fmt.Errorf("%w: %w", s, err)
+}
+
+// sentinelOf is the exec sentinel (or errno, as exec.Backend's errors wrap
+// it) of each API code that names one condition.
+var sentinelOf = map[string]error{
+	"exists":           fs.ErrExist,
+	"not_a_directory":  syscall.ENOTDIR,
+	"is_a_directory":   syscall.EISDIR,
+	"not_empty":        syscall.ENOTEMPTY,
+	"not_unique":       exec.ErrNotUnique,
+	"no_match":         exec.ErrNoMatch,
+	"out_of_range":     exec.ErrOutOfRange,
+	"binary_file":      exec.ErrBinary,
+	"invalid_argument": exec.ErrInvalid,
+	"timeout":          context.DeadlineExceeded,
+	"canceled":         context.Canceled,
 }
 
 func (r *remote) fileErr(err error, op, p string) error { return errorOf(err, op, p, fs.ErrNotExist) }
