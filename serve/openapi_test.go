@@ -129,6 +129,7 @@ func TestOpenAPIMatchesTypes(t *testing.T) {
 		"VirtualChange": api.VirtualChange{}, "VirtualDiffResult": api.VirtualDiffResult{},
 		"VirtualCommit": api.VirtualCommit{}, "VirtualCommitResult": api.VirtualCommitResult{},
 		"VirtualDiscard": api.VirtualDiscard{}, "VirtualDiscardResult": api.VirtualDiscardResult{},
+		"ChangeEvent": api.ChangeEvent{}, "ChangeEnd": api.ChangeEnd{},
 	}
 	// Every struct of serve/api is listed above.
 	f, err := parser.ParseFile(token.NewFileSet(), "api/api.go", nil, 0)

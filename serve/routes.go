@@ -129,6 +129,7 @@ func (s *Server) routeTable() []route {
 		{method: "POST", pattern: ws + "/virtual/diff", access: wsRead, body: jsonBody, mount: true, long: true, h: s.virtualDiff},
 		{method: "POST", pattern: ws + "/virtual/commit", access: wsWrite, body: jsonBody, mount: true, long: true, h: s.virtualCommit},
 		{method: "POST", pattern: ws + "/virtual/discard", access: wsWrite, body: jsonBody, mount: true, long: true, h: s.virtualDiscard},
+		{method: "GET", pattern: ws + "/changes", access: wsRead, long: true, h: s.changes},
 	}
 }
 

@@ -66,6 +66,9 @@ type Options struct {
 	Registerer *prometheus.Registry
 	// Version is reported by GET /healthz; "" means "dev".
 	Version string
+	// Keepalive is how often a change feed (GET .../changes) with nothing
+	// to say sends a comment line; 0 means DefaultKeepalive.
+	Keepalive time.Duration
 }
 
 // Server is the HTTP API. Create it with New; serve Handler with any
@@ -117,6 +120,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxJobs <= 0 {
 		opts.MaxJobs = DefaultMaxJobs
+	}
+	if opts.Keepalive <= 0 {
+		opts.Keepalive = DefaultKeepalive
 	}
 	if opts.Version == "" {
 		opts.Version = "dev"

@@ -512,3 +512,30 @@ type VirtualDiscardResult struct {
 	Discarded []VirtualChange `json:"discarded"`
 	Pending   int             `json:"pending"`
 }
+
+// ChangeEvent is the data of an event of GET .../changes (server-sent
+// events): a change ("change" events) or a reset ("reset" events).
+type ChangeEvent struct {
+	// ID is "EPOCH:SEQ", also the event's SSE id: pass it back as since
+	// (or Last-Event-ID) to resume after it. Opaque to clients.
+	ID string `json:"id"`
+	// Op is "created", "modified" or "deleted"; "reset" for a reset
+	// (events may have been missed: re-list the workspace if you need
+	// its whole state).
+	Op string `json:"op"`
+	// Path is relative to the workspace's root (not for resets).
+	Path string `json:"path,omitempty"`
+	// Type is "file", "dir", "symlink" or "other" (not for resets).
+	Type string    `json:"type,omitempty"`
+	Time time.Time `json:"time"`
+	// Reason says why a reset happened: "unknown_id", "overflow",
+	// "replaced" or "remounted".
+	Reason string `json:"reason,omitempty"`
+}
+
+// ChangeEnd is the data of the last event of GET .../changes ("end"),
+// after which the server closes the stream.
+type ChangeEnd struct {
+	// Reason is "deleted", "expired", "shutdown" or "unavailable".
+	Reason string `json:"reason"`
+}

@@ -46,7 +46,7 @@ func (m *Manager) scan(ctx context.Context) {
 		case r.Expired && r.DeleteOnExpiry && ws.op == nil:
 			// Its removal failed, or a daemon was killed before it.
 			expired = append(expired, name)
-		case ws.mnt != nil && ws.op == nil && ws.pins == 0 && (r.Expired || now.Sub(ws.lastUsed) >= m.cfg.IdleTimeout):
+		case ws.mnt != nil && ws.op == nil && !ws.inUse() && (r.Expired || now.Sub(ws.lastUsed) >= m.cfg.IdleTimeout):
 			// Idle, or expired and mounted again by a daemon adopting it.
 			idle = append(idle, ws)
 		}
@@ -58,7 +58,7 @@ func (m *Manager) scan(ctx context.Context) {
 	for _, ws := range idle {
 		m.mu.Lock()
 		// Look again: it may have been used or changed meanwhile.
-		if ws.mnt != nil && ws.op == nil && ws.pins == 0 && (ws.rec.Expired || m.now().Sub(ws.lastUsed) >= m.cfg.IdleTimeout) && !m.closed {
+		if ws.mnt != nil && ws.op == nil && !ws.inUse() && (ws.rec.Expired || m.now().Sub(ws.lastUsed) >= m.cfg.IdleTimeout) && !m.closed {
 			m.log.Info("idle: syncing and unmounting", "workspace", ws.rec.Name, "idle_timeout", m.cfg.IdleTimeout)
 			m.unmountLocked(ctx, ws)
 		}

@@ -67,9 +67,9 @@ func pidAlive(pid int) bool {
 
 // Handle pins a mounted workspace: while it is held, the workspace is not
 // unmounted for idleness nor evicted by MaxMounted, and Delete fails with
-// ErrBusy. Only the end of its lifetime and Close unmount it anyway
-// (killing the commands running through Backend). Every Handle must be
-// released.
+// ErrBusy (but not for a Handle of Watch). Only the end of its lifetime
+// and Close unmount it anyway (killing the commands running through
+// Backend). Every Handle must be released.
 type Handle struct {
 	// Name is the workspace's name.
 	Name string
@@ -89,10 +89,11 @@ type Handle struct {
 	// Virtual reports a virtual (copy-on-write) workspace.
 	Virtual bool
 
-	m    *Manager
-	ws   *wsState
-	mt   *mounted // the mount the Handle pins
-	once sync.Once
+	m     *Manager
+	ws    *wsState
+	mt    *mounted // the mount the Handle pins
+	watch bool     // a Handle of Watch: counted in ws.watchers
+	once  sync.Once
 }
 
 // NewBackend starts an exec backend of spec (its empty docker options
@@ -145,7 +146,11 @@ func (h *Handle) CloseBackend(b *exec.Backend) error {
 func (h *Handle) Release() {
 	h.once.Do(func() {
 		h.m.mu.Lock()
-		h.ws.pins--
+		if h.watch {
+			h.ws.watchers--
+		} else {
+			h.ws.pins--
+		}
 		h.ws.lastUsed = h.m.now()
 		h.m.mu.Unlock()
 	})
@@ -157,6 +162,11 @@ func (h *Handle) Release() {
 // MaxMounted cap is reached and every mounted workspace is held: it does
 // not wait for one to be released), ErrClosed, or why the mount failed.
 func (m *Manager) Acquire(ctx context.Context, name string) (*Handle, error) {
+	return m.acquire(ctx, name, false)
+}
+
+// acquire is Acquire; watch makes the Handle one of Watch.
+func (m *Manager) acquire(ctx context.Context, name string, watch bool) (*Handle, error) {
 	m.mu.Lock()
 	for {
 		if m.closed {
@@ -180,9 +190,13 @@ func (m *Manager) Acquire(ctx context.Context, name string) (*Handle, error) {
 			continue
 		}
 		if ws.mnt != nil && ws.mnt.alive() {
-			ws.pins++
+			if watch {
+				ws.watchers++
+			} else {
+				ws.pins++
+			}
 			ws.lastUsed = m.now()
-			h := &Handle{Name: name, MountPoint: m.mountPoint(name), Control: ws.mnt.ctl, Backend: ws.mnt.backend, Virtual: ws.rec.Virtual, m: m, ws: ws, mt: ws.mnt}
+			h := &Handle{Name: name, MountPoint: m.mountPoint(name), Control: ws.mnt.ctl, Backend: ws.mnt.backend, Virtual: ws.rec.Virtual, m: m, ws: ws, mt: ws.mnt, watch: watch}
 			m.mu.Unlock()
 			return h, nil
 		}
@@ -233,7 +247,7 @@ func (m *Manager) makeRoomLocked(ctx context.Context) (again bool, err error) {
 		switch {
 		case w.op != nil:
 			pending = w
-		case w.pins == 0 && (victim == nil || w.lastUsed.Before(victim.lastUsed)):
+		case !w.inUse() && (victim == nil || w.lastUsed.Before(victim.lastUsed)):
 			victim = w
 		}
 	}

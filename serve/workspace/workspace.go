@@ -260,6 +260,9 @@ type wsState struct {
 	mounting bool     // op is a mount: counts against MaxMounted
 	mnt      *mounted // nil when unmounted
 	pins     int      // Handles held
+	// watchers counts the Handles of Watch (change feeds): like pins they
+	// keep the workspace mounted, but they never stop Delete.
+	watchers int
 	lastUsed time.Time
 }
 
