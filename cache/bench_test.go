@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentfs/agentfs/blobstore"
 	"github.com/agentfs/agentfs/internal/testservices"
+	"github.com/agentfs/agentfs/snapshot"
 )
 
 // Benchmarks of the engine's costs that the issue names. Each reports the
@@ -88,12 +89,18 @@ func BenchmarkCheckpointOneFileIn50k(b *testing.B) {
 }
 
 // BenchmarkCheckpoint10kNewFiles: the checkpoint of 10,000 new 4 KiB files
-// (the time of the Sync alone, not of the creates).
+// (the time of the Sync alone, not of the creates), on a plain and on an
+// encrypted volume (the cost of sealing and keyed names).
 func BenchmarkCheckpoint10kNewFiles(b *testing.B) {
+	b.Run("plain", func(b *testing.B) { benchCheckpoint10k(b) })
+	b.Run("encrypted", func(b *testing.B) { benchCheckpoint10k(b, encrypted) })
+}
+
+func benchCheckpoint10k(b *testing.B, cfg ...func(*snapshot.Config)) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		url := benchStoreURL(b)
-		initVolume(b, url)
+		initVolume(b, url, cfg...)
 		v := openVolume(b, url, "")
 		ctx := context.Background()
 		data := make([]byte, 4096)
