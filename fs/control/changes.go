@@ -1,27 +1,21 @@
 package control
 
 // The change feed of a mount (fs.Server.Changes) over the control socket:
-// GET /v1/changes?since=ID&path=P answers with a stream of JSON lines,
-// {"event": {...}} for each change or reset (changefeed.Event), and a last
-// {"end": "REASON"} when the mount is gone. The subscription exists before
-// the response's header is sent: once Client.Changes returns, no change is
-// missed.
+// ChangesCall, a StreamCall whose events are changefeed.Events and whose
+// result, when the mount is gone, says so. The subscription exists before
+// the answer opens: once Client.Changes returns, no change is missed.
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 
 	"github.com/agentfs/agentfs/fs/changefeed"
 )
 
 // ChangeSource is what a Backend implements to serve its mount's change
-// feed; for any other Backend the request is answered 501.
+// feed; for any other Backend the call fails with ErrNoChanges.
 type ChangeSource interface {
 	// Changes returns the mount's feed (fs.Server.Changes).
 	Changes() *changefeed.Feed
@@ -30,55 +24,51 @@ type ChangeSource interface {
 // ErrNoChanges: the mount's server does not serve a change feed.
 var ErrNoChanges = errors.New("this mount does not serve a change feed")
 
-// changeLine is one line of the stream.
-type changeLine struct {
-	Event *changefeed.Event `json:"event,omitempty"`
-	End   string            `json:"end,omitempty"`
+// ChangesRequest subscribes to a mount's change feed (changefeed.Options).
+type ChangesRequest struct {
+	Since string `json:"since,omitempty"`
+	Path  string `json:"path,omitempty"`
 }
 
-// handleChanges streams the feed until the client goes or the feed closes.
-func (s *Server) handleChanges(w http.ResponseWriter, r *http.Request) {
+// ChangesEnd ends a change feed: the mount is gone.
+type ChangesEnd struct {
+	Reason string `json:"end"`
+}
+
+// ChangesCall streams the mount's change feed: an event per change or
+// reset, until the mount is gone (then its ChangesEnd) or the client
+// goes. The answer opens once the subscription exists.
+var ChangesCall = newStreamCall("changes", func(ctx context.Context, s *Server, req ChangesRequest, ev *Events[changefeed.Event]) (ChangesEnd, error) {
 	src, ok := s.b.(ChangeSource)
 	if !ok {
-		writeJSON(w, http.StatusNotImplemented, errorReply{Error: ErrNoChanges.Error()})
-		return
+		return ChangesEnd{}, ErrNoChanges
 	}
-	q := r.URL.Query()
-	sub, err := src.Changes().Subscribe(changefeed.Options{Since: q.Get("since"), Path: q.Get("path")})
+	sub, err := src.Changes().Subscribe(changefeed.Options{Since: req.Since, Path: req.Path})
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, errorReply{Error: "changes: " + err.Error()})
-		return
+		return ChangesEnd{}, fmt.Errorf("changes: %w", err)
 	}
 	defer sub.Close()
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	if rc.Flush() != nil {
-		return
+	if err := ev.Open(); err != nil {
+		return ChangesEnd{}, err
 	}
-	enc := json.NewEncoder(w)
 	for {
-		ev, err := sub.Next(r.Context())
-		var line changeLine
-		switch {
-		case errors.Is(err, changefeed.ErrClosed):
-			line.End = "unmounted"
-		case err != nil:
-			return // the client went away
-		default:
-			line.Event = &ev
+		e, err := sub.Next(ctx)
+		if errors.Is(err, changefeed.ErrClosed) {
+			return ChangesEnd{Reason: "unmounted"}, nil
 		}
-		if enc.Encode(line) != nil || rc.Flush() != nil || line.End != "" {
-			return
+		if err != nil {
+			return ChangesEnd{}, err // the client went away
+		}
+		if err := ev.Send(e); err != nil {
+			return ChangesEnd{}, err
 		}
 	}
-}
+})
 
 // ChangeStream is an open change feed of a mount (Client.Changes). Next
 // and Close may be called from different goroutines.
 type ChangeStream struct {
-	body io.ReadCloser
-	sc   *bufio.Scanner
+	s *Stream[changefeed.Event, ChangesEnd]
 }
 
 // Changes subscribes to the mount's change feed with opts (resume after
@@ -91,56 +81,27 @@ func (c *Client) Changes(ctx context.Context, opts changefeed.Options) (*ChangeS
 			return nil, err
 		}
 	}
-	q := url.Values{}
-	if opts.Since != "" {
-		q.Set("since", opts.Since)
-	}
-	if opts.Path != "" {
-		q.Set("path", opts.Path)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agentfs/v1/changes?"+q.Encode(), nil)
+	s, err := OpenStream(ctx, c, ChangesCall, ChangesRequest{Since: opts.Since, Path: opts.Path})
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("control socket %s: %w", c.socket, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		defer resp.Body.Close()
-		var e errorReply
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
-		if resp.StatusCode == http.StatusNotImplemented {
-			return nil, fmt.Errorf("control socket %s: %w", c.socket, ErrNoChanges)
-		}
-		return nil, fmt.Errorf("control socket %s: changes: HTTP %d: %s", c.socket, resp.StatusCode, e.Error)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	return &ChangeStream{body: resp.Body, sc: sc}, nil
+	return &ChangeStream{s: s}, nil
 }
 
 // Next returns the next event, waiting for it. When the mount is gone it
 // returns an error matching changefeed.ErrClosed; when the connection
 // breaks (the server died) or the stream was closed, another error.
 func (s *ChangeStream) Next() (changefeed.Event, error) {
-	if !s.sc.Scan() {
-		err := s.sc.Err()
-		if err == nil {
-			err = io.ErrUnexpectedEOF
-		}
+	ev, err := s.s.Next()
+	if errors.Is(err, io.EOF) {
+		return changefeed.Event{}, fmt.Errorf("%w: %s", changefeed.ErrClosed, s.s.Result().Reason)
+	}
+	if err != nil {
 		return changefeed.Event{}, fmt.Errorf("change feed: %w", err)
 	}
-	var line changeLine
-	if err := json.Unmarshal(s.sc.Bytes(), &line); err != nil {
-		return changefeed.Event{}, fmt.Errorf("change feed: bad line: %w", err)
-	}
-	if line.Event == nil {
-		return changefeed.Event{}, fmt.Errorf("%w: %s", changefeed.ErrClosed, line.End)
-	}
-	return *line.Event, nil
+	return ev, nil
 }
 
 // Close ends the subscription; a Next waiting in another goroutine
 // returns an error.
-func (s *ChangeStream) Close() error { return s.body.Close() }
+func (s *ChangeStream) Close() error { return s.s.Close() }

@@ -1,11 +1,8 @@
 package control
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -81,31 +78,26 @@ func (c *Client) Socket() string { return c.socket }
 
 // Info identifies the mount.
 func (c *Client) Info(ctx context.Context) (Info, error) {
-	var info Info
-	err := c.do(ctx, http.MethodGet, "/v1/info", &info)
-	return info, err
+	return Do(ctx, c, InfoCall, struct{}{})
 }
 
 // Status returns the mount's state: the engine's status and the blob
 // store's counters.
 func (c *Client) Status(ctx context.Context) (Status, error) {
-	var st Status
-	err := c.do(ctx, http.MethodGet, "/v1/status", &st)
-	return st, err
+	return Do(ctx, c, StatusCall, struct{}{})
 }
 
 // Stats returns the mount's cumulative counters.
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
-	var st Stats
-	err := c.do(ctx, http.MethodGet, "/v1/stats", &st)
-	return st, err
+	return Do(ctx, c, StatsCall, struct{}{})
 }
 
 // Sync returns once everything written to the mount before the call is in
 // blob storage and reachable from a commit. It waits as long as ctx allows
 // (the server retries a failing store).
 func (c *Client) Sync(ctx context.Context) error {
-	return c.do(ctx, http.MethodPost, "/v1/sync", nil)
+	_, err := Do(ctx, c, SyncCall, struct{}{})
+	return err
 }
 
 // SyncProgress runs Sync and, until it returns, calls progress with the
@@ -133,11 +125,8 @@ func (c *Client) SyncProgress(ctx context.Context, interval time.Duration, progr
 // is detached lazily (it disappears at once and is served until its last
 // user closes it).
 func (c *Client) Unmount(ctx context.Context, force bool) error {
-	path := "/v1/unmount"
-	if force {
-		path += "?force=1"
-	}
-	return c.do(ctx, http.MethodPost, path, nil)
+	_, err := Do(ctx, c, UnmountCall, UnmountRequest{Force: force})
+	return err
 }
 
 // Invalidate makes the kernel forget what inv names about the mount: the
@@ -145,52 +134,6 @@ func (c *Client) Unmount(ctx context.Context, force bool) error {
 // fs.Server.InvalidateInode). It is safe to call at any time from any
 // process that may use the control socket.
 func (c *Client) Invalidate(ctx context.Context, inv Invalidation) error {
-	b, err := json.Marshal(inv)
-	if err != nil {
-		return err
-	}
-	return c.doBody(ctx, http.MethodPost, "/v1/invalidate", bytes.NewReader(b), nil)
-}
-
-// do sends one request and decodes the JSON reply into out (nil to
-// discard it).
-func (c *Client) do(ctx context.Context, method, path string, out any) error {
-	return c.doBody(ctx, method, path, nil, out)
-}
-
-// doBody is do with a request body.
-func (c *Client) doBody(ctx context.Context, method, path string, body io.Reader, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, "http://agentfs"+path, body)
-	if err != nil {
-		return err
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("control socket %s: %w", c.socket, err)
-	}
-	defer resp.Body.Close()
-	reply, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return fmt.Errorf("control socket %s: %w", c.socket, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e errorReply
-		if json.Unmarshal(reply, &e) != nil || e.Error == "" {
-			return fmt.Errorf("control socket %s: %s %s: HTTP %d", c.socket, method, path, resp.StatusCode)
-		}
-		if e.Code == codeBusy {
-			return fmt.Errorf("%s: %w", strings.TrimSuffix(e.Error, ": "+ErrBusy.Error()), ErrBusy)
-		}
-		if err := virtualError(e); err != nil {
-			return err
-		}
-		return decodeError(e)
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(reply, out); err != nil {
-		return fmt.Errorf("control socket %s: bad reply to %s: %w", c.socket, path, err)
-	}
-	return nil
+	_, err := Do(ctx, c, InvalidateCall, inv)
+	return err
 }

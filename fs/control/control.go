@@ -96,14 +96,6 @@ type Stats struct {
 	CacheMisses int64 `json:"cache_misses"`
 }
 
-// errorReply is the body of every failed request.
-type errorReply struct {
-	Error string `json:"error"`
-	Code  string `json:"code,omitempty"` // "busy" for ErrBusy; see also virtualCodes
-}
-
-const codeBusy = "busy"
-
 // Invalidation names what the kernel must forget about a mount (see
 // fs.Server's Invalidate methods): one inode (Ino), one directory entry
 // (Parent and Name), or, with All, everything.

@@ -5,7 +5,6 @@ package control
 
 import (
 	"context"
-	"net/http"
 	"time"
 
 	"github.com/agentfs/agentfs/snapshot"
@@ -88,46 +87,44 @@ func (s *Server) statusRetention(ctx context.Context) *Retention {
 	return &ret
 }
 
-func (s *Server) handleGetRetention(w http.ResponseWriter, r *http.Request, h History) {
-	ret, err := s.retention(r.Context(), h)
-	if err != nil {
-		s.failHistory(w, "retention", err)
-		return
-	}
-	writeJSON(w, http.StatusOK, ret)
-}
-
-func (s *Server) handleSetRetention(w http.ResponseWriter, r *http.Request, h History) {
-	var req RetentionRequest
-	if err := decodeBody(r, &req); err != nil {
-		s.failHistory(w, "retention set", err)
-		return
-	}
-	var err error
-	if req.Reset {
-		err = h.Repo().ResetRetention(r.Context())
-	} else {
-		err = h.Repo().SetRetention(r.Context(), req.Policy)
-	}
-	if err != nil {
-		s.failHistory(w, "retention set", err)
-		return
-	}
-	s.handleGetRetention(w, r, h)
-}
+// The retention calls (history calls: ErrNoHistory on a mount without).
+var (
+	// RetentionCall answers the volume's policy and the mount's last
+	// background gc.
+	RetentionCall = newCall("history/retention", func(ctx context.Context, s *Server, _ struct{}) (Retention, error) {
+		h, err := s.history()
+		if err != nil {
+			return Retention{}, err
+		}
+		return s.retention(ctx, h)
+	})
+	// SetRetentionCall stores the request's policy (or, with Reset,
+	// removes the volume's own) and answers the policy now in force.
+	SetRetentionCall = newCall("history/retention/set", func(ctx context.Context, s *Server, req RetentionRequest) (Retention, error) {
+		h, err := s.history()
+		if err != nil {
+			return Retention{}, err
+		}
+		if req.Reset {
+			err = h.Repo().ResetRetention(ctx)
+		} else {
+			err = h.Repo().SetRetention(ctx, req.Policy)
+		}
+		if err != nil {
+			return Retention{}, err
+		}
+		return s.retention(ctx, h)
+	})
+)
 
 // Retention returns the volume's retention policy and the mount's last
 // background gc.
 func (c *Client) Retention(ctx context.Context) (Retention, error) {
-	var out Retention
-	err := c.do(ctx, http.MethodGet, "/v1/history/retention", &out)
-	return out, err
+	return Do(ctx, c, RetentionCall, struct{}{})
 }
 
 // SetRetention stores req's policy as the volume's (or, with Reset,
 // removes the volume's own) and returns the policy now in force.
 func (c *Client) SetRetention(ctx context.Context, req RetentionRequest) (Retention, error) {
-	var out Retention
-	err := c.post(ctx, "/v1/history/retention", req, &out)
-	return out, err
+	return Do(ctx, c, SetRetentionCall, req)
 }

@@ -2,9 +2,8 @@ package control
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -48,24 +47,18 @@ type Server struct {
 
 // NewServer returns the control server of the mount described by info.
 // metrics are the blob store's counters (may be nil: Stats are then 0).
+// It answers every registered call (see Call) and, at MetricsPath, the
+// mount's Prometheus metrics.
 func NewServer(info Info, b Backend, metrics *blobstore.Metrics, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
 	s := &Server{info: info, b: b, metrics: metrics, log: log}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/info", s.handleInfo)
-	mux.HandleFunc("GET /v1/status", s.handleStatus)
-	mux.HandleFunc("GET /v1/stats", s.handleStats)
-	mux.HandleFunc("POST /v1/sync", s.handleSync)
-	mux.HandleFunc("POST /v1/unmount", s.handleUnmount)
-	mux.HandleFunc("POST /v1/invalidate", s.handleInvalidate)
-	mux.HandleFunc("GET /v1/changes", s.handleChanges)
+	for name, h := range registry {
+		mux.HandleFunc("POST /v1/"+name, h(s))
+	}
 	mux.Handle("GET "+MetricsPath, s.MetricsHandler())
-	s.registerHistory(mux)
-	mux.HandleFunc("POST /v1/virtual/diff", s.handleVirtualDiff)
-	mux.HandleFunc("POST /v1/virtual/commit", s.handleVirtualCommit)
-	mux.HandleFunc("POST /v1/virtual/discard", s.handleVirtualDiscard)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s
 }
@@ -84,56 +77,46 @@ func (s *Server) Serve(l net.Listener) error {
 // unmount request answers only once the volume is closed) until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
 
-func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.info)
-}
+// The calls every mount answers.
+var (
+	// InfoCall identifies the mount.
+	InfoCall = newCall("info", func(_ context.Context, s *Server, _ struct{}) (Info, error) {
+		return s.info, nil
+	})
+	// StatusCall returns the mount's state: the engine's status, the blob
+	// store's counters, the FUSE counters, refs and retention.
+	StatusCall = newCall("status", func(ctx context.Context, s *Server, _ struct{}) (Status, error) {
+		vs, err := s.b.Status(ctx)
+		if err != nil {
+			return Status{}, err
+		}
+		return Status{Info: s.info, Volume: vs, Store: s.stats(), FUSE: s.b.Ops(), Refs: s.refCounts(ctx),
+			Retention: s.statusRetention(ctx)}, nil
+	})
+	// StatsCall returns the mount's cumulative counters.
+	StatsCall = newCall("stats", func(_ context.Context, s *Server, _ struct{}) (Stats, error) {
+		return s.stats(), nil
+	})
+	// SyncCall returns once everything written before is committed.
+	SyncCall = newCall("sync", func(ctx context.Context, s *Server, _ struct{}) (struct{}, error) {
+		return struct{}{}, s.b.Sync(ctx)
+	})
+	// UnmountCall syncs, unmounts and closes the volume (Backend.Unmount).
+	UnmountCall = newCall("unmount", func(ctx context.Context, s *Server, req UnmountRequest) (struct{}, error) {
+		return struct{}{}, s.b.Unmount(ctx, req.Force)
+	})
+	// InvalidateCall makes the kernel forget what the request names.
+	InvalidateCall = newCall("invalidate", func(_ context.Context, s *Server, inv Invalidation) (struct{}, error) {
+		if !inv.All && inv.Ino == 0 && (inv.Parent == 0 || inv.Name == "") {
+			return struct{}{}, fmt.Errorf("invalidate: name an inode, an entry (parent and name) or all: %w", ErrBadRequest)
+		}
+		return struct{}{}, s.b.Invalidate(inv)
+	})
+)
 
-func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
-	vs, err := s.b.Status(r.Context())
-	if err != nil {
-		s.fail(w, "status", err)
-		return
-	}
-	writeJSON(w, http.StatusOK, Status{Info: s.info, Volume: vs, Store: s.stats(), FUSE: s.b.Ops(), Refs: s.refCounts(r.Context()),
-		Retention: s.statusRetention(r.Context())})
-}
-
-func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.stats())
-}
-
-func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
-	if err := s.b.Sync(r.Context()); err != nil {
-		s.fail(w, "sync", err)
-		return
-	}
-	writeJSON(w, http.StatusOK, struct{}{})
-}
-
-func (s *Server) handleUnmount(w http.ResponseWriter, r *http.Request) {
-	force := r.URL.Query().Get("force") == "1"
-	if err := s.b.Unmount(r.Context(), force); err != nil {
-		s.fail(w, "unmount", err)
-		return
-	}
-	writeJSON(w, http.StatusOK, struct{}{})
-}
-
-func (s *Server) handleInvalidate(w http.ResponseWriter, r *http.Request) {
-	var inv Invalidation
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&inv); err != nil {
-		writeJSON(w, http.StatusBadRequest, errorReply{Error: "invalidate: bad request: " + err.Error()})
-		return
-	}
-	if !inv.All && inv.Ino == 0 && (inv.Parent == 0 || inv.Name == "") {
-		writeJSON(w, http.StatusBadRequest, errorReply{Error: "invalidate: name an inode, an entry (parent and name) or all"})
-		return
-	}
-	if err := s.b.Invalidate(inv); err != nil {
-		s.fail(w, "invalidate", err)
-		return
-	}
-	writeJSON(w, http.StatusOK, struct{}{})
+// UnmountRequest asks a mount to unmount (see Client.Unmount).
+type UnmountRequest struct {
+	Force bool `json:"force,omitempty"`
 }
 
 // stats reads the blob store's counters.
@@ -161,25 +144,4 @@ func (s *Server) stats() Stats {
 		}
 	}
 	return st
-}
-
-func (s *Server) fail(w http.ResponseWriter, op string, err error) {
-	rep := errorReply{Error: err.Error()}
-	code := http.StatusInternalServerError
-	if errors.Is(err, ErrBusy) {
-		rep.Code, code = codeBusy, http.StatusConflict
-	} else if vc := virtualCode(err); vc != "" {
-		rep.Code, code = vc, http.StatusConflict
-	}
-	if errors.Is(err, context.Canceled) {
-		code = 499 // the client went away
-	}
-	s.log.Debug("control request failed", "op", op, "err", err)
-	writeJSON(w, code, rep)
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
 }

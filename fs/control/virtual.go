@@ -1,14 +1,8 @@
 package control
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"strings"
 
 	"github.com/agentfs/agentfs/overlay"
 )
@@ -96,92 +90,60 @@ type DiscardReply struct {
 	Pending   int              `json:"pending"`
 }
 
-const (
-	codeNotVirtual   = "not_virtual"
-	codeConflict     = "conflict"
-	codeNeedParent   = "need_parent"
-	codeBaseMismatch = "base_mismatch"
-	codeEntangled    = "entangled"
-)
-
-func (s *Server) virtual(w http.ResponseWriter) (VirtualBackend, bool) {
+// virtual returns the backend's VirtualBackend, or an error matching
+// ErrNotVirtual.
+func (s *Server) virtual() (VirtualBackend, error) {
 	vb, ok := s.b.(VirtualBackend)
 	if !ok || s.info.Virtual == nil {
-		writeJSON(w, http.StatusBadRequest, errorReply{
-			Error: fmt.Sprintf("%s is not a virtual mount (mount it with --virtual): %v", s.info.MountPoint, ErrNotVirtual),
-			Code:  codeNotVirtual})
-		return nil, false
+		return nil, fmt.Errorf("%s is not a virtual mount (mount it with --virtual): %w", s.info.MountPoint, ErrNotVirtual)
 	}
-	return vb, true
+	return vb, nil
 }
 
-// decode reads a JSON request body into v; it answers 400 and returns
-// false if it cannot.
-func decode(w http.ResponseWriter, r *http.Request, op string, v any) bool {
-	if err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(v); err != nil {
-		writeJSON(w, http.StatusBadRequest, errorReply{Error: op + ": bad request: " + err.Error()})
-		return false
-	}
-	return true
-}
-
-func (s *Server) handleVirtualDiff(w http.ResponseWriter, r *http.Request) {
-	vb, ok := s.virtual(w)
-	var req VirtualDiffRequest
-	if !ok || !decode(w, r, "diff", &req) {
-		return
-	}
-	rep, err := vb.Diff(r.Context(), req)
-	if err != nil {
-		s.fail(w, "diff", err)
-		return
-	}
-	if rep.Changes == nil {
-		rep.Changes = []FileChange{}
-	}
-	writeJSON(w, http.StatusOK, rep)
-}
-
-func (s *Server) handleVirtualCommit(w http.ResponseWriter, r *http.Request) {
-	vb, ok := s.virtual(w)
-	var req CommitRequest
-	if !ok || !decode(w, r, "commit", &req) {
-		return
-	}
-	rep, err := vb.Commit(r.Context(), req)
-	if err != nil {
-		s.fail(w, "commit", err)
-		return
-	}
-	if rep.Changes == nil {
-		rep.Changes = []overlay.Change{}
-	}
-	writeJSON(w, http.StatusOK, rep)
-}
-
-func (s *Server) handleVirtualDiscard(w http.ResponseWriter, r *http.Request) {
-	vb, ok := s.virtual(w)
-	var req DiscardRequest
-	if !ok || !decode(w, r, "discard", &req) {
-		return
-	}
-	rep, err := vb.Discard(r.Context(), req)
-	if err != nil {
-		s.fail(w, "discard", err)
-		return
-	}
-	if rep.Discarded == nil {
-		rep.Discarded = []overlay.Change{}
-	}
-	writeJSON(w, http.StatusOK, rep)
-}
+// The calls of a virtual mount (any other answers ErrNotVirtual).
+var (
+	// VirtualDiffCall answers the workspace's changes.
+	VirtualDiffCall = newCall("virtual/diff", func(ctx context.Context, s *Server, req VirtualDiffRequest) (VirtualDiffReply, error) {
+		vb, err := s.virtual()
+		if err != nil {
+			return VirtualDiffReply{}, err
+		}
+		rep, err := vb.Diff(ctx, req)
+		if rep.Changes == nil {
+			rep.Changes = []FileChange{}
+		}
+		return rep, err
+	})
+	// CommitCall accepts changes.
+	CommitCall = newCall("virtual/commit", func(ctx context.Context, s *Server, req CommitRequest) (overlay.CommitResult, error) {
+		vb, err := s.virtual()
+		if err != nil {
+			return overlay.CommitResult{}, err
+		}
+		rep, err := vb.Commit(ctx, req)
+		if rep.Changes == nil {
+			rep.Changes = []overlay.Change{}
+		}
+		return rep, err
+	})
+	// DiscardCall drops changes.
+	DiscardCall = newCall("virtual/discard", func(ctx context.Context, s *Server, req DiscardRequest) (DiscardReply, error) {
+		vb, err := s.virtual()
+		if err != nil {
+			return DiscardReply{}, err
+		}
+		rep, err := vb.Discard(ctx, req)
+		if rep.Discarded == nil {
+			rep.Discarded = []overlay.Change{}
+		}
+		return rep, err
+	})
+)
 
 // VirtualDiff returns the changes of a virtual mount relative to its base. It
 // fails with an error matching ErrNotVirtual on any other mount.
 func (c *Client) VirtualDiff(ctx context.Context, req VirtualDiffRequest) (VirtualDiffReply, error) {
-	var rep VirtualDiffReply
-	err := c.postJSON(ctx, "/v1/virtual/diff", req, &rep)
-	return rep, err
+	return Do(ctx, c, VirtualDiffCall, req)
 }
 
 // Commit accepts the changes of a virtual mount that req selects: a new
@@ -190,56 +152,12 @@ func (c *Client) VirtualDiff(ctx context.Context, req VirtualDiffRequest) (Virtu
 // overlay.ErrConflict when the base branch changed the same paths (and
 // req.Force is not set), and ErrNotVirtual on a mount that is not virtual.
 func (c *Client) Commit(ctx context.Context, req CommitRequest) (overlay.CommitResult, error) {
-	var rep overlay.CommitResult
-	err := c.postJSON(ctx, "/v1/virtual/commit", req, &rep)
-	return rep, err
+	return Do(ctx, c, CommitCall, req)
 }
 
 // Discard drops the changes of a virtual mount that req selects; the
 // mount shows the base at those paths at once. It fails with an error
 // matching ErrNotVirtual on a mount that is not virtual.
 func (c *Client) Discard(ctx context.Context, req DiscardRequest) (DiscardReply, error) {
-	var rep DiscardReply
-	err := c.postJSON(ctx, "/v1/virtual/discard", req, &rep)
-	return rep, err
-}
-
-// postJSON sends req as JSON and decodes the reply into out.
-func (c *Client) postJSON(ctx context.Context, path string, req, out any) error {
-	b, err := json.Marshal(req)
-	if err != nil {
-		return err
-	}
-	return c.doBody(ctx, http.MethodPost, path, bytes.NewReader(b), out)
-}
-
-// virtualCodes are the errors of virtual mounts that keep their identity
-// across the socket: the client's error matches the same sentinel with
-// errors.Is.
-var virtualCodes = map[string]error{
-	codeNotVirtual:   ErrNotVirtual,
-	codeConflict:     overlay.ErrConflict,
-	codeNeedParent:   overlay.ErrNeedParent,
-	codeBaseMismatch: overlay.ErrBaseMismatch,
-	codeEntangled:    overlay.ErrEntangled,
-}
-
-// virtualError rebuilds a virtual mount's error from its reply, or returns
-// nil if its code is none of virtualCodes.
-func virtualError(e errorReply) error {
-	kind, ok := virtualCodes[e.Code]
-	if !ok {
-		return nil
-	}
-	return fmt.Errorf("%s: %w", strings.TrimSuffix(e.Error, ": "+kind.Error()), kind)
-}
-
-// virtualCode returns the code of err's virtual-mode sentinel, or "".
-func virtualCode(err error) string {
-	for code, kind := range virtualCodes {
-		if errors.Is(err, kind) {
-			return code
-		}
-	}
-	return ""
+	return Do(ctx, c, DiscardCall, req)
 }

@@ -1,0 +1,79 @@
+package errcode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"testing"
+
+	"github.com/agentfs/agentfs/cache"
+	"github.com/agentfs/agentfs/snapshot"
+)
+
+// TestEverySentinelMapped fails for any sentinel error of the layers below
+// fs/control that Below does not list (fs/control's own are checked by
+// its tests, exec's and serve's by serve/apierr's). blobstore's
+// subpackages are test support (blobstoretest, faulty), not scanned.
+func TestEverySentinelMapped(t *testing.T) {
+	missing, found, err := Unmapped(Below, "../..", "blobstore", "snapshot/...", "cache/...", "overlay/...", "fs", "fs/changefeed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range missing {
+		t.Errorf("%s is a sentinel error that internal/errcode does not map: add it to Engine with its code", n)
+	}
+	if found < 45 {
+		t.Fatalf("found only %d sentinels: the source scan is broken", found)
+	}
+}
+
+func TestEveryEntryHasACode(t *testing.T) {
+	if len(statuses) != len(Codes()) {
+		t.Errorf("%d statuses for %d codes", len(statuses), len(Codes()))
+	}
+	for _, e := range Below {
+		if _, ok := statuses[e.Code]; !ok {
+			t.Errorf("%s maps to unknown code %q", e.Name, e.Code)
+		}
+	}
+}
+
+func TestLookup(t *testing.T) {
+	withContext := Join(Context, Below)
+	if e, _ := withContext.Lookup(fmt.Errorf("x: %w: %w", snapshot.ErrMissing, context.Canceled)); e.Name != "context.Canceled" {
+		t.Errorf("a cancellation wrapped in a sentinel is %q in Join(Context, Below)", e.Name)
+	}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("fsck: %w", snapshot.ErrCorrupt), "snapshot.ErrCorrupt"},
+		{fmt.Errorf("x: %w", syscall.ENOENT), "io/fs.ErrNotExist"},
+		{fmt.Errorf("x: %w", cache.ErrReadOnly), "cache.ErrReadOnly"},
+	} {
+		e, ok := Below.Lookup(tc.err)
+		if !ok || e.Name != tc.want {
+			t.Errorf("Lookup(%v) = %q, %v; want %q", tc.err, e.Name, ok, tc.want)
+		}
+	}
+	if _, ok := Below.Lookup(errors.New("other")); ok {
+		t.Error("an unknown error matched an entry")
+	}
+	if _, ok := Below.Lookup(nil); ok {
+		t.Error("nil matched an entry")
+	}
+}
+
+func TestJoinDropsRepeatsAndRefusesConflicts(t *testing.T) {
+	j := Join(Engine, Below)
+	if len(j) != len(Below) {
+		t.Errorf("Join(Engine, Below) has %d entries, Below %d", len(j), len(Below))
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Join of two different entries of one name did not panic")
+		}
+	}()
+	Join(Context, Table{{"context.Canceled", context.Canceled, Internal}})
+}
