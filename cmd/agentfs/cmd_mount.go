@@ -1,26 +1,23 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentfs/agentfs/cache"
 	afs "github.com/agentfs/agentfs/fs"
 	"github.com/agentfs/agentfs/fs/control"
+	"github.com/agentfs/agentfs/fs/mountd"
 	"github.com/agentfs/agentfs/internal/mountproc"
 	"github.com/agentfs/agentfs/internal/volkey"
 	"github.com/agentfs/agentfs/overlay"
@@ -413,102 +410,9 @@ func blobDisplay(url string) string {
 	return url
 }
 
-// mountd is a served mount: the control server's Backend.
-type mountd struct {
-	vol *cache.Volume
-	srv *afs.Server
-	log *slog.Logger
-	ws  *overlay.Workspace // a virtual mount's workspace, else nil
-
-	autogc   *autoGC // the background gc of a read-write mount, else nil
-	cacheDir string  // the mount's cache directory, for messages
-
-	gone     chan struct{} // closed when the FUSE server stopped (unmounted)
-	closed   chan struct{} // closed when the volume is closed
-	closeErr error         // set before closed is closed
-}
-
-// Sync commits everything written before.
-func (m *mountd) Sync(ctx context.Context) error { return m.vol.Sync(ctx) }
-
-// Status returns the engine's state.
-func (m *mountd) Status(ctx context.Context) (cache.Status, error) { return m.vol.Status(ctx) }
-
-// Ops returns the FUSE request counters.
-func (m *mountd) Ops() []afs.OpStats { return m.srv.Ops() }
-
-// Invalidate makes the kernel forget what inv names (the control
-// socket's goroutines are no FUSE handlers, so this cannot deadlock).
-func (m *mountd) Invalidate(inv control.Invalidation) error {
-	switch {
-	case inv.All:
-		return m.srv.InvalidateAll()
-	case inv.Ino != 0:
-		return m.srv.InvalidateInode(inv.Ino)
-	}
-	return m.srv.InvalidateEntry(inv.Parent, inv.Name)
-}
-
-// Unmount syncs, detaches and waits for the volume to close (not with
-// force, which detaches lazily and returns). A forced unmount detaches even
-// when the sync fails or takes longer than forcedSyncTimeout, and then
-// returns that failure: the changes are only in the cache directory until
-// the volume's final commit succeeds.
-func (m *mountd) Unmount(ctx context.Context, force bool) error {
-	sctx := ctx
-	if force {
-		var cancel context.CancelFunc
-		sctx, cancel = context.WithTimeout(ctx, forcedSyncTimeout)
-		defer cancel()
-	}
-	syncErr := m.vol.Sync(sctx)
-	if errors.Is(syncErr, cache.ErrClosed) {
-		syncErr = nil
-	}
-	if syncErr != nil {
-		if !force {
-			return fmt.Errorf("sync before unmount: %w", syncErr)
-		}
-		m.log.Warn("sync before a forced unmount failed; the cache keeps the changes", "err", syncErr)
-	}
-	if err := m.srv.Unmount(force); err != nil && !errors.Is(err, afs.ErrNotMounted) {
-		return err
-	}
-	if force {
-		if syncErr != nil {
-			return fmt.Errorf("detached, but the sync before it failed: %w; the changes are only in the cache directory %s "+
-				"(the server tries once more when its last user is gone; if that fails too, mounting again with that cache directory uploads them)",
-				syncErr, m.cacheDir)
-		}
-		return nil
-	}
-	select {
-	case <-m.closed:
-		return m.closeErr
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// forcedSyncTimeout bounds the sync before `agentfs umount --force`
-// detaches: a store that does not answer must not keep a forced unmount
-// from detaching at once.
-const forcedSyncTimeout = 10 * time.Second
-
-// shutdownSyncTimeout bounds the sync a signal asks for: a store that does
-// not answer must not keep the server from unmounting (the cache keeps
-// every change and the next mount uploads it).
-const shutdownSyncTimeout = 2 * time.Minute
-
-// serveMount opens the volume, mounts it, serves the control socket and
-// blocks until the mount is gone: unmounted by the control socket or from
-// outside, or after a signal (ctx is cancelled by SIGINT/SIGTERM). ready is
-// called once the mount is usable.
+// serveMount serves the mount t with the options f (mountd.Serve) until
+// it is gone; ready is called once it is usable.
 func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logger, ready func(control.Info)) error {
-	// The server must never hold a directory of its own mount.
-	if err := os.Chdir("/"); err != nil {
-		return err
-	}
 	if f.pprof != "" {
 		startPprof(f.pprof, lg)
 	}
@@ -520,180 +424,18 @@ func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logge
 	if err != nil {
 		return err
 	}
-	store, repo, err := mountproc.OpenRepo(ctx, t.url, t.isDefault, volkey.Default(f.keyFile).Keys())
-	if err != nil {
-		return err
+	cfg := mountd.Config{
+		URL: t.url, DefaultStore: t.isDefault, MountPoint: t.mnt, CacheDir: t.cacheDir, Branch: t.branch,
+		ReadOnly: f.readOnly, CacheSize: f.cacheSize, CheckpointInterval: f.checkpointInterval,
+		Tuning: tuning, Atime: atime, Dev: f.dev, Suid: f.suid, Debug: f.debug, Metrics: f.metrics,
+		Keys: volkey.Default(f.keyFile).Keys(), Version: versionString(), Logger: lg,
 	}
-	defer func() { _ = store.Close() }()
-	defer repo.Close()
-	host, _ := os.Hostname()
-	opts := cache.Options{
-		Repo: repo, CacheDir: t.cacheDir, Branch: t.branch, ReadOnly: f.readOnly,
-		CacheSize: f.cacheSize, CheckpointInterval: f.checkpointInterval,
-		Logger: lg, Host: host, MountPoint: t.mnt,
+	if v := t.virtual; v != nil {
+		cfg.Virtual = &mountd.Virtual{Name: v.name, Base: v.base}
 	}
-	if t.virtual != nil {
-		branch, hd, err := overlay.Prepare(ctx, repo, t.virtual.name, t.virtual.base, host, time.Now())
-		if err != nil {
-			return fmt.Errorf("virtual workspace %s: %w", t.virtual.name, err)
-		}
-		if hd != nil {
-			defer func() { _ = hd.Close() }()
-			opts.Lower = hd
-		}
-		opts.Branch = branch
+	err = mountd.Serve(ctx, cfg, ready)
+	if errors.Is(err, snapshot.ErrLeaseHeld) && !f.readOnly {
+		return fmt.Errorf("%w\n(to look at it while that writer runs: agentfs mount --read-only %s MOUNTPOINT)", err, blobDisplay(t.url))
 	}
-	writeCacheInfo(t.cacheDir, t.url, opts.Branch)
-	vol, err := cache.Open(ctx, opts)
-	if err != nil {
-		if errors.Is(err, snapshot.ErrLeaseHeld) && !f.readOnly {
-			return fmt.Errorf("%w\n(to look at it while that writer runs: agentfs mount --read-only %s MOUNTPOINT)", err, blobDisplay(t.url))
-		}
-		return err
-	}
-	volClosed := false
-	defer func() {
-		if !volClosed {
-			_ = vol.Close(context.WithoutCancel(ctx))
-		}
-	}()
-	var ws *overlay.Workspace
-	var vinfo *control.VirtualInfo
-	if t.virtual != nil {
-		if ws, err = overlay.NewWorkspace(ctx, vol); err != nil {
-			return err
-		}
-		vinfo = &control.VirtualInfo{Name: t.virtual.name, Base: t.virtual.base.Ref}
-		if vb, err := ws.Base(ctx); err != nil {
-			return err
-		} else if vb.HostDir != "" {
-			vinfo.HostDir = vb.HostDir
-		}
-	}
-	l, err := control.Listen(t.cacheDir)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = l.Close() }()
-	srv, err := afs.Mount(t.mnt, vol, afs.Options{
-		FsName:     control.SourcePrefix + t.cacheDir,
-		AllowOther: allowOtherPermitted(),
-		ReadOnly:   f.readOnly,
-		Logger:     lg,
-		Debug:      f.debug,
-		Tuning:     tuning,
-		Atime:      atime,
-		Dev:        f.dev,
-		Suid:       f.suid,
-	})
-	if err != nil {
-		return fmt.Errorf("%w (is fuse3 installed and /dev/fuse usable? see scripts/setup-fuse.sh)", err)
-	}
-	// Whenever the engine moves the namespace to another commit (a
-	// read-only mount following its branch, a restore), the kernel is told
-	// which entries and inodes changed.
-	vol.SetNotifier(srv)
-	m := &mountd{vol: vol, srv: srv, log: lg, cacheDir: t.cacheDir, gone: make(chan struct{}), closed: make(chan struct{})}
-	m.ws = ws
-	if !f.readOnly {
-		m.autogc = &autoGC{repo: repo, log: lg, first: autoGCFirst, every: autoGCEvery}
-		defer m.autogc.start(ctx)()
-	}
-	go func() { srv.Wait(); close(m.gone) }()
-	mi, err := afs.MountOf(t.mnt)
-	if err != nil {
-		_ = srv.Unmount(true)
-		return fmt.Errorf("the mount on %s does not show in the mount table: %w", t.mnt, err)
-	}
-	if mi.MountPoint != t.mnt {
-		_ = srv.Unmount(true)
-		return fmt.Errorf("the mount on %s shows in the mount table as %s", t.mnt, mi.MountPoint)
-	}
-	info := control.Info{
-		MountPoint: t.mnt, Dev: mi.Dev, URL: repo.URL(), Branch: opts.Branch, CacheDir: t.cacheDir,
-		ReadOnly: f.readOnly, PID: os.Getpid(), Started: time.Now().UTC(), Version: versionString(),
-		Virtual: vinfo,
-	}
-	ctl := control.NewServer(info, m, store.Metrics(), lg)
-	if f.metrics != "" {
-		stop, err := serveMetrics(f.metrics, ctl.MetricsHandler(), lg)
-		if err != nil {
-			_ = srv.Unmount(true)
-			return err
-		}
-		defer stop()
-	}
-	go func() {
-		if err := ctl.Serve(l); err != nil {
-			lg.Error("control socket stopped", "err", err)
-		}
-	}()
-	ready(info)
-
-	select {
-	case <-m.gone:
-		lg.Info("unmounted", "mount_point", t.mnt)
-	case <-ctx.Done():
-		lg.Info("signal received: syncing and unmounting", "mount_point", t.mnt)
-		go forceOnSecondSignal(t.mnt, lg)
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownSyncTimeout)
-		if err := vol.Sync(sctx); err != nil {
-			lg.Warn("sync before unmount failed; the cache keeps the changes for the next mount", "err", err)
-		}
-		cancel()
-		if err := srv.Unmount(false); errors.Is(err, afs.ErrBusy) {
-			lg.Warn("mount busy: detaching it lazily; serving its last users until they close their files", "mount_point", t.mnt)
-			err = srv.Unmount(true)
-			if err != nil && !errors.Is(err, afs.ErrNotMounted) {
-				lg.Error("unmount failed", "err", err)
-			}
-		} else if err != nil && !errors.Is(err, afs.ErrNotMounted) {
-			lg.Error("unmount failed", "err", err)
-		}
-		<-m.gone
-	}
-	m.closeErr = vol.Close(context.WithoutCancel(ctx))
-	volClosed = true
-	close(m.closed)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	_ = ctl.Shutdown(sctx)
-	cancel()
-	if m.closeErr != nil {
-		return fmt.Errorf("closing the volume: %w (nothing is lost: mounting again with cache dir %s uploads it)", m.closeErr, t.cacheDir)
-	}
-	lg.Info("volume closed; everything is in the store", "url", repo.URL())
-	return nil
-}
-
-// forceOnSecondSignal exits the server at a second SIGINT/SIGTERM during
-// shutdown, detaching the mount lazily: a shutdown stuck on an
-// unreachable store or on busy users can always be cut short. Nothing
-// fsynced is lost (the cache directory keeps it).
-func forceOnSecondSignal(mnt string, lg *slog.Logger) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	<-ch
-	lg.Warn("second signal: detaching the mount and exiting now, without syncing: what was not synced stays in the cache directory, and mounting again with it uploads it", "mount_point", mnt)
-	_ = afs.Unmount(mnt, true)
-	os.Exit(1)
-}
-
-// allowOtherPermitted reports whether this process may mount with
-// allow_other: as root, or with user_allow_other in /etc/fuse.conf.
-func allowOtherPermitted() bool {
-	if os.Geteuid() == 0 {
-		return true
-	}
-	fh, err := os.Open("/etc/fuse.conf")
-	if err != nil {
-		return false
-	}
-	defer fh.Close()
-	sc := bufio.NewScanner(fh)
-	for sc.Scan() {
-		if strings.TrimSpace(sc.Text()) == "user_allow_other" {
-			return true
-		}
-	}
-	return false
+	return err
 }

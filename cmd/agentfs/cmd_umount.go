@@ -16,6 +16,7 @@ import (
 	"github.com/agentfs/agentfs/blobstore"
 	afs "github.com/agentfs/agentfs/fs"
 	"github.com/agentfs/agentfs/fs/control"
+	"github.com/agentfs/agentfs/fs/mountd"
 	"github.com/agentfs/agentfs/internal/mountproc"
 	"github.com/agentfs/agentfs/overlay"
 	"github.com/agentfs/agentfs/snapshot"
@@ -150,7 +151,7 @@ func umountStale(path string, notRunning error, force bool) error {
 // cache directory dir cached, on mnt (from dir's info.txt, which names the
 // store without its query or credentials: the command says so).
 func remountCommand(dir, mnt string) string {
-	store, branch := readCacheInfo(dir)
+	store, branch := mountd.ReadCacheInfo(dir)
 	cmd := "agentfs mount -d --cache-dir " + dir
 	if name, ok := strings.CutPrefix(branch, overlay.BranchName("")); ok {
 		cmd += " --virtual --name " + name

@@ -46,32 +46,6 @@ func defaultCacheDir(url, branch string) (string, error) {
 	return filepath.Join(root, hex.EncodeToString(h[:8])), nil
 }
 
-// writeCacheInfo notes in the cache directory what it belongs to, for
-// people looking at ~/.cache/agentfs.
-func writeCacheInfo(dir, url, branch string) {
-	text := fmt.Sprintf("agentfs cache directory\nstore:  %s\nbranch: %s\n", blobstore.DisplayURL(url), branch)
-	_ = os.WriteFile(filepath.Join(dir, "info.txt"), []byte(text), 0o600)
-}
-
-// readCacheInfo returns what writeCacheInfo noted in the cache directory
-// dir: the store (as blobstore.DisplayURL shows it) and the branch; "" for
-// what it cannot tell.
-func readCacheInfo(dir string) (store, branch string) {
-	b, err := os.ReadFile(filepath.Join(dir, "info.txt"))
-	if err != nil {
-		return "", ""
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "store:"); ok {
-			store = strings.TrimSpace(v)
-		}
-		if v, ok := strings.CutPrefix(l, "branch:"); ok {
-			branch = strings.TrimSpace(v)
-		}
-	}
-	return store, branch
-}
-
 // findMount returns a client for the agentfs mount that holds path (its
 // mount point or a path inside it), as control.Find does, except that a
 // path that does not exist is said to be so (control.Find would call it

@@ -291,7 +291,7 @@ func DoStream[Req, Ev, Resp any](ctx context.Context, c *Client, call StreamCall
 	if err != nil {
 		return zero, err
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	for {
 		ev, err := st.Next()
 		if errors.Is(err, io.EOF) {
@@ -320,7 +320,7 @@ type Stream[Ev, Resp any] struct {
 // answer (for the change feed: once the subscription exists). The call
 // lasts as long as ctx allows; the caller closes the Stream.
 func OpenStream[Req, Ev, Resp any](ctx context.Context, c *Client, call StreamCall[Req, Ev, Resp], req Req) (*Stream[Ev, Resp], error) {
-	resp, err := c.post(ctx, call.name, req)
+	resp, err := c.post(ctx, call.name, req) //nolint:bodyclose // the Stream owns the body: its Close closes it
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package main
+package mountd
 
 import (
 	"context"
@@ -51,11 +51,11 @@ type autoGC struct {
 	last control.AutoGCRun // guarded by mu
 }
 
-var _ control.AutoGC = (*mountd)(nil)
+var _ control.AutoGC = (*backend)(nil)
 
 // LastAutoGC reports the mount's background gc; nil for a mount that runs
 // none (read-only).
-func (m *mountd) LastAutoGC() *control.AutoGCRun {
+func (m *backend) LastAutoGC() *control.AutoGCRun {
 	if m.autogc == nil {
 		return nil
 	}
