@@ -25,11 +25,18 @@
 //     (blockcache.go here: what evicting one file means for its records
 //     and open node) and reads chunks through data.ChunkSource (the repo).
 //
+// The lower layer of a virtual workspace is an interface here (Lower, in
+// lower.go): overlay.HostDir implements it, and what reading through a
+// host directory lists and resolves is overlay's. The engine keeps what
+// the lower's bytes and attributes mean for its own state: the refresh of
+// an unchanged file from the host (refreshOrigin), reading and copying up
+// its blocks (readHost, fetchBlock), and the Mod flag that records what
+// differs from the base (the opts.Lower branches).
+//
 // Still here: the namespace (kv.go, record.go, namespace.go, dirty.go,
 // load.go, attr.go), the per-file data state of open files (file.go: node,
-// where each block's bytes come from, write-back, truncation), the lower
-// layer of virtual workspaces (lower.go), and the committer
-// (checkpoint.go, reconcile.go, history.go).
+// where each block's bytes come from, write-back, truncation), and the
+// committer (checkpoint.go, reconcile.go, history.go).
 //
 // Directories of the base commit load lazily, on first lookup or readdir, so
 // opening a volume of any size reads one tree.

@@ -42,11 +42,7 @@ func (v *Volume) loadDir(ctx context.Context, ino uint64) error {
 			// A directory of the host base, not materialized yet. One the
 			// host no longer has reads as empty.
 			var err error
-			entries, err = v.lowerEntries(ctx, rec.Origin)
-			if errors.Is(err, ErrNotFound) {
-				entries, err = nil, nil
-			}
-			if err != nil {
+			if entries, err = v.opts.Lower.Entries(ctx, rec.Origin); err != nil {
 				return nil, err
 			}
 		} else {

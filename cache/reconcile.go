@@ -252,8 +252,7 @@ func (rc *reconciler) dir(rec *inode, e *snapshot.Entry) error {
 	if e.Tree.IsZero() && e.HasOrigin && rc.v.opts.Lower != nil {
 		// Back to the host directory itself.
 		var err error
-		entries, err = rc.v.lowerEntries(rc.ctx, e.Origin)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if entries, err = rc.v.opts.Lower.Entries(rc.ctx, e.Origin); err != nil {
 			return err
 		}
 	} else {

@@ -16,7 +16,8 @@ import (
 )
 
 // HostDir is a directory on this machine used, read-only, as the base of a
-// virtual workspace (a cache.Lower). Every path is resolved beneath the
+// virtual workspace: the cache.Lower the engine reads through to (listings,
+// attributes and bytes of what the workspace has not changed). Every path is resolved beneath the
 // directory with openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS): a symlink in
 // the host tree, even one swapped in after a listing, never leads a read
 // outside it.
@@ -110,7 +111,39 @@ func listDir[T any](h *HostDir, path string, list func(*os.File) (T, error)) (*o
 	return f, got, nil
 }
 
-// ReadDir lists the directory at path, sorted by name.
+// Entries lists the host directory at origin as entries that read through
+// to it (cache.Lower): what the engine materializes for a directory of the
+// host base that is not materialized yet. One that is gone lists as empty.
+func (h *HostDir) Entries(ctx context.Context, origin string) ([]snapshot.Entry, error) {
+	entries, err := h.ReadDir(ctx, origin)
+	if err != nil {
+		if isNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	for i := range entries {
+		pristine(&entries[i], joinPath(origin, entries[i].Name))
+	}
+	return entries, nil
+}
+
+// pristine makes host entry e one that reads through to origin: the
+// workspace has not changed it, and its bytes are the host file's.
+func pristine(e *snapshot.Entry, origin string) {
+	e.HasOrigin, e.Origin, e.Modified = true, origin, false
+	e.OriginSize = 0
+	if e.Type == snapshot.TypeFile {
+		e.OriginSize = e.Size
+	}
+	if e.Type != snapshot.TypeDir {
+		e.Nlink = 1
+	}
+	e.Tree, e.Chunks, e.LinkID = snapshot.BlobRef{}, nil, 0
+}
+
+// ReadDir lists the directory at path, sorted by name, with each entry's
+// attributes as Stat gives them.
 func (h *HostDir) ReadDir(ctx context.Context, path string) ([]snapshot.Entry, error) {
 	dir, names, err := listDir(h, path, func(f *os.File) ([]string, error) { return f.Readdirnames(-1) })
 	if err != nil {
@@ -192,7 +225,7 @@ func unixType(m os.FileMode) uint32 {
 	return unix.S_IFREG
 }
 
-// Stat returns the attributes of path.
+// Stat returns the attributes of path (a cache.Lower's Stat).
 func (h *HostDir) Stat(ctx context.Context, path string) (snapshot.Entry, error) {
 	dir, name := split(path) // "" (the root) gives "", "": the root itself
 	fd, err := h.openBeneath(dir, unix.O_PATH|unix.O_DIRECTORY)

@@ -48,11 +48,7 @@ func (s *surgeon) list(ctx context.Context, d snapshot.Entry) ([]snapshot.Entry,
 		if !d.HasOrigin || s.host == nil {
 			return nil, nil
 		}
-		entries, err := hostEntries(ctx, s.host, d.Origin)
-		if err != nil {
-			return nil, err
-		}
-		return entries, nil
+		return s.host.Entries(ctx, d.Origin)
 	}
 	return s.repo.ReadTree(ctx, d.Tree)
 }
@@ -253,35 +249,6 @@ func rootDir(e snapshot.Entry) snapshot.RootDir {
 	return snapshot.RootDir{Mode: e.Mode, Uid: e.Uid, Gid: e.Gid, Atime: e.Atime, Mtime: e.Mtime, Ctime: e.Ctime,
 		Nlink: e.Nlink, Xattrs: e.Xattrs, Tree: e.Tree, SubFiles: e.SubFiles, SubBytes: e.SubBytes,
 		HasOrigin: e.HasOrigin, Modified: e.Modified}
-}
-
-// hostEntries lists a host directory as entries that read through to it
-// (what the engine materializes for a not-materialized directory).
-func hostEntries(ctx context.Context, h *HostDir, origin string) ([]snapshot.Entry, error) {
-	entries, err := h.ReadDir(ctx, origin)
-	if err != nil {
-		if isNotFound(err) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	for i := range entries {
-		pristine(&entries[i], joinPath(origin, entries[i].Name))
-	}
-	return entries, nil
-}
-
-// pristine makes host entry e one that reads through to origin.
-func pristine(e *snapshot.Entry, origin string) {
-	e.HasOrigin, e.Origin, e.Modified = true, origin, false
-	e.OriginSize = 0
-	if e.Type == snapshot.TypeFile {
-		e.OriginSize = e.Size
-	}
-	if e.Type != snapshot.TypeDir {
-		e.Nlink = 1
-	}
-	e.Tree, e.Chunks, e.LinkID = snapshot.BlobRef{}, nil, 0
 }
 
 func joinPath(dir, name string) string {
