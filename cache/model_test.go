@@ -137,8 +137,8 @@ func (h *harness) parentIno(p string) uint64 {
 func (h *harness) check(rt *rapid.T) { h.checkVol(rt, h.v) }
 
 func (h *harness) checkVol(rt *rapid.T, v *Volume) {
-	if err := v.blocks.CheckInvariants(); err != nil {
-		rt.Fatalf("block cache: %v", err)
+	if err := v.checkInvariants(); err != nil {
+		rt.Fatal(err)
 	}
 	inoOf := map[*mfile]uint64{}
 	for _, p := range h.m.paths() {
