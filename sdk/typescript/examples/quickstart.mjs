@@ -20,6 +20,15 @@ try {
   }
   console.log();
 
+  // The change feed: subscribe, make changes, watch them arrive in order.
+  const feed = ws.changes({ path: "src" });
+  await feed.ready;
+  await ws.exec("mkdir -p src && echo 1 > src/a.txt && mv src/a.txt src/b.txt && touch notes.txt");
+  for await (const ev of feed) {
+    console.log("change:", ev.op, ev.type, ev.path); // notes.txt is outside src: not delivered
+    if (ev.op === "created" && ev.path === "src/b.txt") break; // leaving the loop closes the feed
+  }
+
   await ws.saveSnapshot(`${name}-v1`, "hello.sh");
   const fork = await ws.fork(`${name}-fork`);
   await fork.write("hello.sh", "echo changed\n");
