@@ -112,7 +112,7 @@ func (s *Server) changes(c *call) error {
 		}
 		// Its server went away by itself: mount it again and go on live.
 		release()
-		h, stream, err = s.watch(ctx, name, changefeed.Options{Path: opts.Path})
+		h, stream, err = s.rewatch(ctx, name, opts.Path)
 		if err != nil {
 			s.log.Warn("change feed: the workspace cannot be mounted again", "workspace", name, "err", err)
 			_ = sse.event("", "end", api.ChangeEnd{Reason: endUnavailable})
@@ -137,6 +137,27 @@ func (s *Server) watch(ctx context.Context, name string, opts changefeed.Options
 		return nil, nil, fmt.Errorf("change feed of workspace %s: %w", name, err)
 	}
 	return h, stream, nil
+}
+
+// rewatch is watch after the workspace's mount server went away by
+// itself: the manager may not have noticed yet (it still offers the dead
+// mount), so it tries again for a few seconds.
+func (s *Server) rewatch(ctx context.Context, name, path string) (*workspace.Handle, *control.ChangeStream, error) {
+	const attempts, pause = 20, 250 * time.Millisecond
+	var err error
+	for range attempts {
+		var h *workspace.Handle
+		var stream *control.ChangeStream
+		if h, stream, err = s.watch(ctx, name, changefeed.Options{Path: path}); err == nil {
+			return h, stream, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(pause):
+		}
+	}
+	return nil, nil, err
 }
 
 // relay reads stream's events into a channel, closed when the stream

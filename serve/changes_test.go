@@ -8,10 +8,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentfs/agentfs/fs/control"
 	"github.com/agentfs/agentfs/serve"
 	"github.com/agentfs/agentfs/serve/api"
 	"github.com/agentfs/agentfs/serve/client"
@@ -286,6 +289,48 @@ func TestChangeFeed(t *testing.T) {
 		}
 		if n < 4001 && !overflow {
 			t.Errorf("%d events and no overflow reset, want 4001", n)
+		}
+	})
+
+	t.Run("ServerDiedRemounts", func(t *testing.T) {
+		f := openFeed(t, w, client.ChangesOptions{})
+		ctl, err := control.Find(ctx, filepath.Join(d.stateDir, "workspaces", "w", "mnt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := ctl.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(info.PID, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ev := <-f.ch:
+			if ev.Op != "reset" || ev.Reason != "remounted" {
+				t.Fatalf("after the mount server died: %+v (end %q), want a reset (remounted)", ev, f.s.EndReason())
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("no reset after the mount server died")
+		}
+		if err := w.WriteFile(ctx, "after-remount", nil); err != nil {
+			t.Fatal(err)
+		}
+		wantInOrder(t, "after a remount", f.until(t, "after-remount"))
+	})
+
+	t.Run("EndOnExpiry", func(t *testing.T) {
+		if _, err := d.admin.CreateWorkspace(ctx, api.CreateWorkspace{Name: "short", Lifetime: 2}); err != nil {
+			t.Fatal(err)
+		}
+		f := openFeed(t, d.admin.Workspace("short"), client.ChangesOptions{})
+		select {
+		case err := <-f.err:
+			if !errors.Is(err, io.EOF) || f.s.EndReason() != "expired" {
+				t.Errorf("feed ended with %v, reason %q; want io.EOF after end expired", err, f.s.EndReason())
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("the feed did not end with the lifetime")
 		}
 	})
 
