@@ -42,7 +42,7 @@ func TestEncryptedVolumeCLI(t *testing.T) {
 		}
 	}
 	out, _, err = runCLI(t, time.Minute, "volume", "info", "--key-file", oldKey, url)
-	if err != nil || !strings.Contains(out, "xchacha20-poly1305") {
+	if err != nil || !strings.Contains(out, "xchacha20-poly1305, locked with a key (hkdf-sha256)") {
 		t.Errorf("volume info: %v\n%s", err, out)
 	}
 	t.Setenv("AGENTFS_KEY", strings.TrimSpace(string(must(os.ReadFile(oldKey)))))
@@ -64,6 +64,9 @@ func TestEncryptedVolumeCLI(t *testing.T) {
 	}
 	if out, _, err := runCLI(t, time.Minute, "fsck", url); err != nil {
 		t.Errorf("fsck with AGENTFS_PASSPHRASE: %v\n%s", err, out)
+	}
+	if out, _, err := runCLI(t, time.Minute, "volume", "info", url); err != nil || !strings.Contains(out, "locked with a passphrase (argon2id: 3 passes, 64") {
+		t.Errorf("volume info of a passphrase volume: %v\n%s", err, out)
 	}
 }
 

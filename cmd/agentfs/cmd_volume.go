@@ -76,7 +76,7 @@ func writeVolumeInfo(w io.Writer, info snapshot.VolumeInfo, now time.Time) error
 	ew.printf("volume:      %s\n", info.URL)
 	ew.printf("id:          %s (format %d, created %s)\n", cfg.VolumeID, cfg.Format, fmtTime(cfg.Created))
 	ew.printf("parameters:  %s hashes, %s %s chunks, %s, %s packs\n", cfg.Hash, cfg.Chunking, fmtSize(int64(cfg.ChunkSize)), cfg.Compression, fmtSize(int64(cfg.PackSize)))
-	ew.printf("encryption:  %s\n", cfg.Encryption)
+	ew.printf("encryption:  %s%s\n", cfg.Encryption, describeKey(cfg.Key))
 	var kinds []string
 	for _, k := range info.Kinds {
 		kinds = append(kinds, fmt.Sprintf("%s %d (%s)", k.Kind, k.Objects, fmtSize(k.Bytes)))
@@ -231,4 +231,15 @@ func openVolumeStore(ctx context.Context, arg string) (*blobstore.Store, error) 
 			"agentfs volume takes the volume's URL (agentfs status MOUNTPOINT shows a mount's)", arg)
 	}
 	return blobstore.Open(ctx, arg, blobstore.Options{})
+}
+
+// describeKey says how an encrypted volume's key is derived ("" for none).
+func describeKey(k *snapshot.KeyWrap) string {
+	switch {
+	case k == nil:
+		return ""
+	case k.KDF == "argon2id":
+		return fmt.Sprintf(", locked with a passphrase (argon2id: %d passes, %s, %d lanes)", k.Time, fmtSize(int64(k.MemoryKiB)<<10), k.Threads)
+	}
+	return ", locked with a key (" + k.KDF + ")"
 }
