@@ -6,6 +6,9 @@ workspaces for AI agents on blob storage.
         ws = c.create_workspace("demo")
         ws.write("hello.py", "print('hi')")
         print(ws.exec("python3 hello.py").stdout)
+        with ws.changes() as feed:         # the change feed: events as they happen
+            ws.write("a.txt", "x")
+            print(next(feed))              # ChangeEvent(id=..., op='created', path='a.txt', ...)
 
 The asyncio client is agentfs.AsyncClient; adapters for other agent backends
 are in agentfs.compat.
