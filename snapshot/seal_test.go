@@ -13,9 +13,10 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentfs/agentfs/blobstore"
 )
@@ -437,7 +438,7 @@ func BenchmarkEncodeBlob(b *testing.B) {
 
 // cpuTime returns the CPU time this process used so far, in nanoseconds.
 func cpuTime() int64 {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	var ru unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
