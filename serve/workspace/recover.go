@@ -19,6 +19,10 @@ import (
 // daemon.
 const adoptTimeout = 5 * time.Second
 
+// dockerCleanupTimeout bounds the removal of the containers a killed
+// daemon left.
+const dockerCleanupTimeout = time.Minute
+
 // recover loads the records and reconciles them with what runs: see Open.
 func (m *Manager) recover(ctx context.Context) error {
 	recs, skipped, err := m.loadRecords()
@@ -143,6 +147,10 @@ func waitPid(pid int) {
 // does not answer is logged: at warning level when some workspace uses
 // docker.
 func (m *Manager) removeContainers(ctx context.Context, recs []record) {
+	// An engine that does not answer (a DOCKER_HOST out of reach) must not
+	// hold up a daemon that may not even use it.
+	ctx, cancel := context.WithTimeout(ctx, dockerCleanupTimeout)
+	defer cancel()
 	n, err := exec.RemoveContainers(ctx, map[string]string{LabelStateDir: m.stateDir})
 	if n > 0 {
 		m.log.Warn("removed the containers a previous daemon left", "count", n)
