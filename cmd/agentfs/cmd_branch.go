@@ -49,7 +49,7 @@ func newBranchListCmd() *cobra.Command {
 				return err
 			}
 			defer t.close()
-			list, err := t.branches(cmd.Context())
+			list, err := t.c.Branches(cmd.Context())
 			if err != nil {
 				return err
 			}

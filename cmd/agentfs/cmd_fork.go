@@ -32,7 +32,7 @@ credentials); the mount itself is unchanged. To fork a mount's live state,
 				return err
 			}
 			defer t.close()
-			c, err := t.fork(cmd.Context(), args[1], args[2], msg)
+			c, err := t.c.Fork(cmd.Context(), args[1], args[2], msg)
 			if err != nil {
 				return err
 			}

@@ -41,7 +41,7 @@ On a MOUNTPOINT, the mount's server checks its volume (with its credentials).`,
 			}
 			defer t.close()
 			prog, clear := progressLine(cmd, "fsck")
-			rep, err := t.fsck(cmd.Context(), full, prog)
+			rep, err := t.c.Fsck(cmd.Context(), full, prog)
 			clear()
 			if err != nil {
 				return err

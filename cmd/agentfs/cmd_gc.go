@@ -59,7 +59,7 @@ credentials, in its process: its memory grows for the duration).
 			}
 			defer t.close()
 			prog, clear := progressLine(cmd, "gc")
-			rep, err := t.gc(cmd.Context(), control.GCRequest{Policy: policy, DryRun: dryRun, Grace: grace}, prog)
+			rep, err := t.c.GC(cmd.Context(), control.GCRequest{Policy: policy, DryRun: dryRun, Grace: grace}, prog)
 			clear()
 			if err != nil {
 				return err

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -101,7 +100,7 @@ func newRetentionShowCmd() *cobra.Command {
 				return err
 			}
 			defer t.close()
-			ret, err := t.retention(cmd.Context())
+			ret, err := t.c.Retention(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -146,7 +145,7 @@ removes the volume's own policy, so that the default applies.
 				return err
 			}
 			defer t.close()
-			ret, err := t.setRetention(cmd.Context(), req)
+			ret, err := t.c.SetRetention(cmd.Context(), req)
 			if err != nil {
 				return err
 			}
@@ -156,32 +155,6 @@ removes the volume's own policy, so that the default applies.
 	rf.add(c.Flags())
 	c.Flags().BoolVar(&reset, "default", false, "remove the volume's own policy: the default applies")
 	return c
-}
-
-// retention returns the volume's policy (and, on a mount, its last
-// background gc).
-func (t *volTarget) retention(ctx context.Context) (control.Retention, error) {
-	if t.mount != nil {
-		return t.mount.Retention(ctx)
-	}
-	p, stored, err := t.repo.Retention(ctx)
-	return control.Retention{Policy: p, Stored: stored, Description: p.String()}, err
-}
-
-func (t *volTarget) setRetention(ctx context.Context, req control.RetentionRequest) (control.Retention, error) {
-	if t.mount != nil {
-		return t.mount.SetRetention(ctx, req)
-	}
-	var err error
-	if req.Reset {
-		err = t.repo.ResetRetention(ctx)
-	} else {
-		err = t.repo.SetRetention(ctx, req.Policy)
-	}
-	if err != nil {
-		return control.Retention{}, err
-	}
-	return t.retention(ctx)
 }
 
 // retentionLine describes a policy in one line: its rules, and whether it

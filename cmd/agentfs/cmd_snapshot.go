@@ -113,7 +113,7 @@ tree of the volume once (no file data); --no-unique skips that.`,
 			}
 			defer t.close()
 			prog, clear := progressLine(cmd, "sizing snapshots")
-			list, err := t.listSnapshots(cmd.Context(), !noUnique, prog)
+			list, err := t.c.ListSnapshotsProgress(cmd.Context(), !noUnique, prog)
 			clear()
 			if err != nil {
 				return err
@@ -188,7 +188,7 @@ referenced by no other snapshot and no retained commit.`,
 			var errs []error
 			ew := &errWriter{w: cmd.OutOrStdout()}
 			for _, name := range args[1:] {
-				if err := t.deleteSnapshot(cmd.Context(), name); err != nil {
+				if err := t.c.DeleteSnapshot(cmd.Context(), name); err != nil {
 					errs = append(errs, err)
 					continue
 				}
@@ -235,7 +235,7 @@ first, and the diff is computed by the mount's server).`,
 			var sum histdiff.Summary
 			changes := []histdiff.Change{}
 			req := control.DiffRequest{A: args[1], B: args[2], Patch: patch && !jsonOut && !stat, MaxBytes: maxBytes}
-			res, err := t.diff(ctx, req, func(c histdiff.Change) error {
+			res, err := t.c.Diff(ctx, req, func(c histdiff.Change) error {
 				sum.Add(c)
 				switch {
 				case jsonOut:

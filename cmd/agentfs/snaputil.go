@@ -25,7 +25,10 @@ import (
 // volTarget is the volume a history command works on, named by its first
 // argument: a store URL, which the command opens itself, or a MOUNTPOINT
 // (any path inside an agentfs mount), whose server does the work with its
-// own open volume through the control socket.
+// own open volume through the control socket. Either way the command makes
+// its calls through c, a control client: of the mount's server, or of one
+// that serves the opened volume in this process (control.ServeRepo), so
+// that one handler answers a call on both.
 //
 // Why the server and not the URL the mount reports: the mount may have been
 // given credentials this process does not have (its environment, a URL
@@ -35,10 +38,12 @@ import (
 // then: their memory and CPU are the mount's for as long as they run.
 type volTarget struct {
 	arg   string
+	c     *control.Client  // the mount's server, or the in-process one
+	info  control.Info     // the server's
+	mount *control.Client  // MOUNTPOINT form (c), else nil
 	store *blobstore.Store // URL form
 	repo  *snapshot.Repo   // URL form
-	mount *control.Client  // MOUNTPOINT form
-	info  control.Info     // MOUNTPOINT form
+	stop  func()           // URL form: stops the in-process server
 }
 
 // isStoreURL tells a store URL from a path.
@@ -59,7 +64,7 @@ func openTarget(ctx context.Context, arg string, keys snapshot.KeySource) (*volT
 		if err != nil {
 			return nil, fmt.Errorf("agentfs mount on %s: %w", c.MountPoint(), err)
 		}
-		return &volTarget{arg: arg, mount: c, info: info}, nil
+		return &volTarget{arg: arg, c: c, mount: c, info: info}, nil
 	}
 	store, err := blobstore.Open(ctx, arg, blobstore.Options{})
 	if err != nil {
@@ -70,23 +75,20 @@ func openTarget(ctx context.Context, arg string, keys snapshot.KeySource) (*volT
 		_ = store.Close()
 		return nil, err
 	}
-	return &volTarget{arg: arg, store: store, repo: repo}, nil
+	c, stop := control.ServeRepo(repo, nil)
+	return &volTarget{arg: arg, c: c, info: control.Info{URL: store.URL()}, store: store, repo: repo, stop: stop}, nil
 }
 
 func (t *volTarget) close() {
 	if t.repo != nil {
+		t.stop()
 		t.repo.Close()
 		_ = t.store.Close()
 	}
 }
 
 // URL returns the volume's URL for messages (without credentials).
-func (t *volTarget) URL() string {
-	if t.mount != nil {
-		return t.info.URL
-	}
-	return t.store.URL()
-}
+func (t *volTarget) URL() string { return t.info.URL }
 
 // Ref returns what later commands should name the volume by: the mount
 // point for a mount, the URL otherwise.
@@ -94,7 +96,7 @@ func (t *volTarget) Ref() string {
 	if t.mount != nil {
 		return t.info.MountPoint
 	}
-	return t.store.URL()
+	return t.info.URL
 }
 
 // saveSnapshot saves a snapshot: on a mount, of everything written to it
@@ -114,42 +116,6 @@ func (t *volTarget) saveSnapshot(ctx context.Context, name, msg, branch string) 
 	return t.repo.SaveSnapshot(ctx, name, snapshot.CommitID{Branch: branch}, snapshot.SaveOptions{Message: msg})
 }
 
-func (t *volTarget) listSnapshots(ctx context.Context, unique bool, prog func(snapshot.Progress)) ([]snapshot.SnapshotInfo, error) {
-	if t.mount != nil {
-		return t.mount.ListSnapshots(ctx, unique)
-	}
-	return t.repo.ListSnapshots(ctx, snapshot.ListOptions{Unique: unique, Progress: prog})
-}
-
-func (t *volTarget) deleteSnapshot(ctx context.Context, name string) error {
-	if t.mount != nil {
-		return t.mount.DeleteSnapshot(ctx, name)
-	}
-	return t.repo.DeleteSnapshot(ctx, name)
-}
-
-// diff compares two references; "live" needs a mount.
-func (t *volTarget) diff(ctx context.Context, req control.DiffRequest, fn func(histdiff.Change) error) (control.DiffResult, error) {
-	if t.mount != nil {
-		return t.mount.Diff(ctx, req, fn)
-	}
-	for _, ref := range []string{req.A, req.B} {
-		if ref == control.Live {
-			return control.DiffResult{}, fmt.Errorf(`"live" is a mount's current state: name the MOUNTPOINT instead of the URL %s`, t.URL())
-		}
-	}
-	a, err := t.repo.Resolve(ctx, req.A)
-	if err != nil {
-		return control.DiffResult{}, err
-	}
-	b, err := t.repo.Resolve(ctx, req.B)
-	if err != nil {
-		return control.DiffResult{}, err
-	}
-	res := control.DiffResult{A: a.Commit, B: b.Commit, AName: a.String(), BName: b.String()}
-	return res, histdiff.Diff(ctx, t.repo, a.Tree, b.Tree, histdiff.Options{Dir: req.Dir, Patch: req.Patch, MaxBytes: req.MaxBytes}, fn)
-}
-
 // restore restores branch (a mount: itself, live) to ref.
 func (t *volTarget) restore(ctx context.Context, ref, branch, msg string) (snapshot.RestoreResult, error) {
 	if t.mount != nil {
@@ -165,44 +131,12 @@ func (t *volTarget) restore(ctx context.Context, ref, branch, msg string) (snaps
 	return t.repo.Restore(ctx, ref, branch, snapshot.RestoreOptions{Message: msg})
 }
 
-func (t *volTarget) fork(ctx context.Context, src, newBranch, msg string) (snapshot.Commit, error) {
-	if t.mount != nil {
-		return t.mount.Fork(ctx, src, newBranch, msg)
-	}
-	return t.repo.Fork(ctx, src, newBranch, snapshot.ForkOptions{Message: msg})
-}
-
-func (t *volTarget) branches(ctx context.Context) ([]snapshot.BranchInfo, error) {
-	if t.mount != nil {
-		return t.mount.Branches(ctx)
-	}
-	return t.repo.Branches(ctx, time.Now())
-}
-
+// deleteBranch removes a branch; a mount's own cannot be.
 func (t *volTarget) deleteBranch(ctx context.Context, name string, force bool) (int, error) {
-	if t.mount != nil {
-		if name == t.info.Branch {
-			return 0, fmt.Errorf("branch %s is the one the mount on %s serves: unmount it first", name, t.info.MountPoint)
-		}
-		return t.mount.DeleteBranch(ctx, name, force)
+	if t.mount != nil && name == t.info.Branch {
+		return 0, fmt.Errorf("branch %s is the one the mount on %s serves: unmount it first", name, t.info.MountPoint)
 	}
-	return t.repo.DeleteBranch(ctx, name, snapshot.DeleteBranchOptions{Force: force})
-}
-
-func (t *volTarget) gc(ctx context.Context, req control.GCRequest, prog func(snapshot.Progress)) (snapshot.GCReport, error) {
-	if t.mount != nil {
-		return t.mount.GC(ctx, req, prog)
-	}
-	opts := req.Options()
-	opts.Progress = prog
-	return t.repo.GC(ctx, opts)
-}
-
-func (t *volTarget) fsck(ctx context.Context, full bool, prog func(snapshot.Progress)) (snapshot.FsckReport, error) {
-	if t.mount != nil {
-		return t.mount.Fsck(ctx, full, prog)
-	}
-	return t.repo.Fsck(ctx, snapshot.FsckOptions{Full: full, Progress: prog})
+	return t.c.DeleteBranch(ctx, name, force)
 }
 
 // progressLine returns a progress callback drawing on stderr when stderr is

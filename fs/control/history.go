@@ -175,13 +175,14 @@ var (
 		}
 		return h.SaveSnapshot(ctx, req.Name, req.Message)
 	})
-	// ListSnapshotsCall lists the volume's snapshots.
-	ListSnapshotsCall = newCall("history/snapshot/list", func(ctx context.Context, s *Server, req ListSnapshotsRequest) ([]SnapshotInfo, error) {
+	// ListSnapshotsCall lists the volume's snapshots, streaming the
+	// progress of counting their unique bytes.
+	ListSnapshotsCall = newStreamCall("history/snapshot/list", func(ctx context.Context, s *Server, req ListSnapshotsRequest, ev *Events[snapshot.Progress]) ([]SnapshotInfo, error) {
 		h, err := s.history()
 		if err != nil {
 			return nil, err
 		}
-		list, err := h.Repo().ListSnapshots(ctx, snapshot.ListOptions{Unique: req.Unique})
+		list, err := h.Repo().ListSnapshots(ctx, snapshot.ListOptions{Unique: req.Unique, Progress: throttled(ev.Send)})
 		if err != nil {
 			return nil, err
 		}
@@ -343,7 +344,13 @@ func (c *Client) Restore(ctx context.Context, ref, message string) (snapshot.Res
 // ListSnapshots lists the volume's snapshots (snapshot.Repo.ListSnapshots),
 // with the bytes unique to each when unique is set (-1 otherwise).
 func (c *Client) ListSnapshots(ctx context.Context, unique bool) ([]snapshot.SnapshotInfo, error) {
-	list, err := Do(ctx, c, ListSnapshotsCall, ListSnapshotsRequest{Unique: unique})
+	return c.ListSnapshotsProgress(ctx, unique, nil)
+}
+
+// ListSnapshotsProgress is ListSnapshots calling progress, if not nil,
+// with the server's progress from this goroutine.
+func (c *Client) ListSnapshotsProgress(ctx context.Context, unique bool, progress func(snapshot.Progress)) ([]snapshot.SnapshotInfo, error) {
+	list, err := DoStream(ctx, c, ListSnapshotsCall, ListSnapshotsRequest{Unique: unique}, progressOnly(progress))
 	if err != nil {
 		return nil, err
 	}
