@@ -23,7 +23,7 @@ from .errors import (
     PolicyRefused, ProtocolError, Timeout, TooLarge, Unauthorized, Unavailable,
 )
 from .types import (
-    Branch, ChangeEvent, DiffResult, HistoryChange, RestoreResult, Snapshot, VirtualChange, VirtualCommitResult,
+    Backend, Branch, ChangeEvent, DiffResult, HistoryChange, RestoreResult, Snapshot, VirtualChange, VirtualCommitResult,
     VirtualDiffResult, VirtualDiscardResult, Changes, ExecResult, FileInfo, GrepMatch, GrepResult, Health, JobInfo, JobOutput, NumberedRead,
     OutputChunk, TokenInfo, WorkspaceInfo, WriteResult,
 )
@@ -31,7 +31,7 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncChangeFeed", "Branch", "ChangeEvent", "ChangeFeed", "DiffResult", "FEED_IDLE_TIMEOUT", "HistoryChange", "RestoreResult", "Snapshot", "VirtualChange", "VirtualCommitResult",
+    "AsyncChangeFeed", "Backend", "Branch", "ChangeEvent", "ChangeFeed", "DiffResult", "FEED_IDLE_TIMEOUT", "HistoryChange", "RestoreResult", "Snapshot", "VirtualChange", "VirtualCommitResult",
     "VirtualDiffResult", "VirtualDiscardResult", "AgentFSError", "AsyncClient", "AsyncExecStream", "AsyncJob", "AsyncWorkspace", "Busy", "Canceled", "Changes",
     "BinaryFile", "Client", "Command", "Conflict", "ConnectionFailed", "DEFAULT_URL", "ExecResult", "ExecStream", "Exists",
     "Expired", "FileInfo", "Forbidden", "GrepMatch", "GrepResult", "Health", "Internal", "InvalidArgument",

@@ -12,7 +12,7 @@ from ._http import StreamResponse, Transport, quote_path
 from .errors import NotFound, ProtocolError, error_from
 from .feed import ChangeFeed
 from .types import (
-    AnyStr_, Branch, Changes, DiffResult, ExecResult, FileInfo, GrepMatch, GrepResult, Health, JobInfo, JobOutput,
+    AnyStr_, Backend, Branch, Changes, DiffResult, ExecResult, FileInfo, GrepMatch, GrepResult, Health, JobInfo, JobOutput,
     NumberedRead, OutputChunk, RestoreResult, Snapshot, TokenInfo, VirtualChange, VirtualCommitResult,
     VirtualDiffResult, VirtualDiscardResult, WorkspaceInfo, WriteResult, decode_output,
 )
@@ -131,7 +131,8 @@ class Client:
 
     def create_workspace(self, name: str, *, from_snapshot: Optional[str] = None, fork_of: Optional[str] = None,
                          virtual_base: Optional[str] = None, lifetime: Optional[float] = None,
-                         delete_on_expiry: bool = False, metadata: Optional[Mapping[str, str]] = None) -> "Workspace":
+                         delete_on_expiry: bool = False, metadata: Optional[Mapping[str, str]] = None,
+                         backend: Optional[Backend] = None) -> "Workspace":
         """Creates a workspace and returns its handle.
 
         Empty by default; ``from_snapshot="S"`` starts from snapshot S;
@@ -140,7 +141,9 @@ class Client:
         directory the daemon may read (diff, commit and discard apply).
         ``lifetime`` (seconds): when it ends the workspace's commands and jobs are
         killed and it is synced and unmounted (and deleted with
-        ``delete_on_expiry``). Raises Exists if the name is taken.
+        ``delete_on_expiry``). ``backend`` chooses where its commands run, e.g.
+        ``Backend("docker", image="python:3.12")`` (default: the daemon's
+        ``--backend``). Raises Exists if the name is taken.
         """
         if from_snapshot is not None and fork_of is not None:
             raise ValueError("give from_snapshot or fork_of, not both")
@@ -158,6 +161,8 @@ class Client:
             body["delete_on_expiry"] = True
         if metadata:
             body["metadata"] = dict(metadata)
+        if backend is not None:
+            body["backend"] = backend.to_json()
         info = WorkspaceInfo.from_json(self._t.request("POST", "/v1/workspaces", json_body=body, timeout=self._t.timeout + 60).json())
         return Workspace(self, info.name, info)
 

@@ -46,6 +46,43 @@ class Health:
 
 
 @dataclass(frozen=True)
+class Backend:
+    """Where a workspace's commands run.
+
+    ``type`` is "local" (on the daemon's host, as its user) or "docker" (in a
+    container of the workspace, one per mount, with the workspace at
+    /workspace). The docker options left out take the daemon's (``agentfs
+    serve --image --user --network --memory --cpus --pids``); the image must
+    be present in the engine (it is never pulled). ``memory`` is in bytes,
+    ``cpus`` may be fractional, ``pids`` 0 means 4096.
+    """
+
+    type: str = "local"
+    image: str = ""
+    user: str = ""
+    """Numeric "uid:gid" running the container and its commands."""
+    network: bool = False
+    memory: int = 0
+    cpus: float = 0.0
+    pids: int = 0
+
+    def to_json(self) -> JSON:
+        d: JSON = {"type": self.type}
+        for k in ("image", "user", "network", "memory", "cpus", "pids"):
+            v = getattr(self, k)
+            if v:
+                d[k] = v
+        return d
+
+    @classmethod
+    def from_json(cls, d: Optional[Mapping[str, Any]]) -> "Backend":
+        d = d or {}
+        return cls(type=d.get("type", "local"), image=d.get("image", ""), user=d.get("user", ""),
+                   network=bool(d.get("network", False)), memory=int(d.get("memory", 0)),
+                   cpus=float(d.get("cpus", 0.0)), pids=int(d.get("pids", 0)))
+
+
+@dataclass(frozen=True)
 class WorkspaceInfo:
     """A workspace as the daemon describes it."""
 
@@ -64,6 +101,8 @@ class WorkspaceInfo:
     base: str = ""
     from_: str = ""
     metadata: Dict[str, str] = field(default_factory=dict)
+    backend: Backend = field(default_factory=Backend)
+    """Where its commands run: its creator's choice completed with the daemon's defaults."""
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "WorkspaceInfo":
@@ -74,6 +113,7 @@ class WorkspaceInfo:
             virtual=bool(d.get("virtual", False)), expires_at=parse_time(d.get("expires_at")),
             delete_on_expiry=bool(d.get("delete_on_expiry", False)), expired=bool(d.get("expired", False)),
             base=d.get("base", ""), from_=d.get("from", ""), metadata=dict(d.get("metadata") or {}),
+            backend=Backend.from_json(d.get("backend")),
         )
 
 

@@ -52,6 +52,20 @@ def test_workspace_crud(client: agentfs.Client) -> None:
     client.delete_workspace(name, missing_ok=True)
 
 
+def test_backend(client: agentfs.Client) -> None:
+    ws = client.create_workspace(unique("backend"), backend=agentfs.Backend("local"))
+    try:
+        assert ws.info().backend == agentfs.Backend("local")
+        assert ws.exec("echo hi").stdout == "hi\n"
+    finally:
+        ws.delete()
+    # Docker options are refused with the local backend, by the daemon.
+    with pytest.raises(agentfs.InvalidArgument):
+        client.create_workspace(unique("backend"), backend=agentfs.Backend("local", image="busybox"))
+    assert agentfs.Backend("docker", image="img", cpus=1.5, network=True).to_json() == {
+        "type": "docker", "image": "img", "cpus": 1.5, "network": True}
+
+
 def test_fork(client: agentfs.Client, ws: agentfs.Workspace) -> None:
     ws.write("a.txt", "one")
     f = ws.fork(unique("fork"))

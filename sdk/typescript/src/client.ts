@@ -20,10 +20,23 @@ export type Command = string | readonly string[];
 export type Bytes = Uint8Array | ArrayBuffer;
 
 export interface Health { status: string; version: string }
+/**
+ * Where a workspace's commands run: "local" (on the daemon's host, as its user)
+ * or "docker" (in a container of the workspace, one per mount, the workspace at
+ * /workspace). Docker options left out take the daemon's (`agentfs serve --image
+ * --user --network --memory --cpus --pids`); the image must be present in the
+ * engine (never pulled). memory is in bytes; pids 0 means 4096.
+ */
+export interface Backend {
+  type: "local" | "docker"; image?: string; /** numeric "uid:gid" */ user?: string; network?: boolean;
+  memory?: number; cpus?: number; pids?: number;
+}
 export interface WorkspaceInfo {
   name: string; branch: string; status: string; headCommit: string; bytesWaiting: number; virtual: boolean;
   expiresAt?: string; deleteOnExpiry?: boolean; expired?: boolean; base?: string; from?: string;
-  metadata?: Record<string, string>; [key: string]: unknown;
+  metadata?: Record<string, string>;
+  /** Where its commands run: its creator's choice completed with the daemon's defaults. */
+  backend?: Backend; [key: string]: unknown;
 }
 export interface TokenInfo { id: string; workspace: string; readOnly: boolean; token?: string; [key: string]: unknown }
 export interface Changes { created: string[]; modified: string[]; deleted: string[] }
@@ -290,6 +303,8 @@ export interface CreateWorkspaceOptions extends RequestOptions {
   lifetime?: number;
   deleteOnExpiry?: boolean;
   metadata?: Record<string, string>;
+  /** Where its commands run (default: the daemon's `--backend`), e.g. `{ type: "docker", image: "python:3.12" }`. */
+  backend?: Backend;
 }
 
 /**
@@ -412,6 +427,7 @@ export class Client {
     if (o.lifetime !== undefined) body.lifetime = o.lifetime;
     if (o.deleteOnExpiry) body.delete_on_expiry = true;
     if (o.metadata) body.metadata = { ...o.metadata };
+    if (o.backend) body.backend = { ...o.backend };
     const d = await this._json("POST", "/v1/workspaces", { json: body, timeout: this.timeout + 60, signal: o.signal });
     const info = camelize(d) as WorkspaceInfo;
     return new Workspace(this, info.name);

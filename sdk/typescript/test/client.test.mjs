@@ -54,6 +54,15 @@ test("workspaces: create, get, list, delete", async () => {
   await client.deleteWorkspace(name, { missingOk: true });
 });
 
+test("workspaces: the backend chosen at creation is reported; docker options with local are refused", async () => {
+  const ws = await client.createWorkspace(unique("be"), { backend: { type: "local" } });
+  try {
+    assert.equal((await ws.info()).backend.type, "local");
+    assert.equal((await ws.exec("echo hi")).stdout, "hi\n");
+  } finally { await deleteSoon(ws.name); }
+  await assert.rejects(client.createWorkspace(unique("be"), { backend: { type: "local", image: "busybox" } }), InvalidArgument);
+});
+
 test("exec: text, argv, env, cwd, stdin, exit codes, changes", async () => withWs(async (ws) => {
   const r = await ws.exec("echo hi; echo err >&2; exit 3");
   assert.equal(r.exitCode, 3);
