@@ -87,7 +87,9 @@ class StreamResponse:
                 line = line.rstrip(b"\r\n")
                 if line:
                     yield line
-        except (OSError, http.client.HTTPException) as e:
+        except (OSError, ValueError, AttributeError, http.client.HTTPException) as e:
+            # ValueError, AttributeError: the response was closed by interrupt()
+            # meanwhile (http.client then fails inside its own read).
             self._discard()
             raise ConnectionFailed(f"the stream from {self._pool.base} broke: {e}") from e
         self.close()
@@ -106,8 +108,10 @@ class StreamResponse:
         except socket.timeout as e:
             self._discard()
             raise error_from("timeout", f"the stream from {self._pool.base} went quiet: {e}") from e
-        except (OSError, ValueError, http.client.HTTPException) as e:
-            # ValueError: the response was closed by interrupt() meanwhile.
+        except (OSError, ValueError, AttributeError, http.client.HTTPException) as e:
+            # ValueError, AttributeError: the response was closed by interrupt()
+            # meanwhile (http.client then fails inside its own read, e.g. closing
+            # a file it has already dropped).
             self._discard()
             raise ConnectionFailed(f"the stream from {self._pool.base} broke: {e}") from e
         self.close()

@@ -328,3 +328,33 @@ def test_async_feed(daemon: Daemon, ws: agentfs.Workspace) -> None:
                     pass
 
     asyncio.run(main())
+
+
+def test_stream_closed_under_a_read_is_connection_failed() -> None:
+    """http.client, its response closed by interrupt() while another thread reads, fails
+    inside its own read (AttributeError on the file it dropped, or ValueError); the
+    stream reports that as a broken connection, which the feed takes as closed or retries."""
+    from types import SimpleNamespace
+
+    from agentfs._http import StreamResponse
+
+    class ClosedUnderRead:
+        status = 200
+
+        def __init__(self, exc: Exception) -> None:
+            self.exc = exc
+
+        def read1(self, n: int) -> bytes:
+            raise self.exc
+
+        def readline(self) -> bytes:
+            raise self.exc
+
+    for exc in (AttributeError("'NoneType' object has no attribute 'close'"), ValueError("I/O operation on closed file")):
+        for read in ("chunks", "lines"):
+            closed: List[bool] = []
+            conn = SimpleNamespace(close=lambda: closed.append(True))
+            s = StreamResponse(SimpleNamespace(base="http://x"), conn, ClosedUnderRead(exc), None)  # type: ignore[arg-type]
+            with pytest.raises(agentfs.ConnectionFailed):
+                next(getattr(s, read)())
+            assert closed == [True], f"{read} after {exc!r}: the connection was not discarded"
