@@ -33,144 +33,213 @@ const stagePrefix = ".agentfs-commit-"
 // their times last, once their contents are in place. If it stops midway,
 // every path is either old or new, never partly written.
 func (w *Workspace) applyToHost(ctx context.Context, changes []Change) (err error) {
-	depth := func(p string) int { return strings.Count(p, "/") }
-	h := w.host
-	stage, err := h.mkdirTemp(stagePrefix)
+	stage, err := w.host.mkdirTemp(stagePrefix)
 	if err != nil {
-		return fmt.Errorf("commit: stage in %s: %w", h.Root(), err)
+		return fmt.Errorf("commit: stage in %s: %w", w.host.Root(), err)
 	}
 	defer func() {
-		if rerr := h.removeAll(stage); rerr != nil && err == nil {
+		if rerr := w.host.removeAll(stage); rerr != nil && err == nil {
 			err = rerr
 		}
 	}()
-	type staged struct {
-		path, tmp string
+	a := &hostApply{w: w, h: w.host, stage: stage, moved: map[string]string{}}
+	steps := []func(context.Context) error{
+		func(ctx context.Context) error { return a.stageChanges(ctx, changes) },
+		a.moveOut,
+		a.placeRenamesAndDirs,
+		a.placeFiles,
+		a.setDirTimes,
 	}
-	var files []staged
-	var dels, dirs, renames []Change
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hostApply is one applyToHost: the changes sorted by what each step does
+// with them, and the stage directory they pass through.
+type hostApply struct {
+	w     *Workspace
+	h     *HostDir
+	stage string // the stage directory, in the host directory
+
+	files   []stagedFile      // new bytes of non-directories, staged
+	dels    []Change          // deletions
+	dirs    []Change          // changes whose live entry is a directory
+	renames []Change          // renames, of anything
+	moved   map[string]string // a rename's destination -> where its source waits in the stage
+}
+
+// stagedFile is a non-directory's new bytes, staged at tmp for path.
+type stagedFile struct {
+	path, tmp string
+}
+
+// stageChanges sorts the changes into a's lists and stages the bytes of
+// every changed non-directory (a renamed one only if it was also edited).
+func (a *hostApply) stageChanges(ctx context.Context, changes []Change) error {
 	for i, c := range changes {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		switch c.Op {
 		case Deleted:
-			dels = append(dels, c)
+			a.dels = append(a.dels, c)
 			continue
 		case Renamed:
-			renames = append(renames, c)
+			a.renames = append(a.renames, c)
 		}
-		a, err := lookupPath(ctx, w.vol, c.Path)
+		attr, err := lookupPath(ctx, a.w.vol, c.Path)
 		if err != nil {
 			return fmt.Errorf("commit %s: %w", c, err)
 		}
-		if a.Type == snapshot.TypeDir {
-			dirs = append(dirs, c)
+		if attr.Type == snapshot.TypeDir {
+			a.dirs = append(a.dirs, c)
 			continue
 		}
 		if c.Op == Renamed && !c.Edited {
-			continue // moved whole below
+			continue // moved whole by placeRenamesAndDirs
 		}
-		tmp := stage + "/" + fmt.Sprint(i)
-		if err := w.stageFile(ctx, tmp, a); err != nil {
+		tmp := a.stage + "/" + fmt.Sprint(i)
+		if err := a.w.stageFile(ctx, tmp, attr); err != nil {
 			return fmt.Errorf("commit %s: %w", c, err)
 		}
-		files = append(files, staged{c.Path, tmp})
+		a.files = append(a.files, stagedFile{c.Path, tmp})
 	}
-	// Deletions and renames work where the entries are in the base, in two
-	// steps: first each deleted entry goes and each rename's source moves
-	// into the stage, deepest base path first (so that a deletion inside a
-	// renamed directory happens before it moves, and a source inside a
-	// deleted directory leaves before it goes); then each source moves to
-	// its destination, shallowest first (so that a renamed directory is in
-	// place before what goes into it). Swaps and renames inside renamed
-	// directories come out right.
-	out := append(slices.Clone(dels), renames...)
-	sort.SliceStable(out, func(i, j int) bool { return depth(out[i].basePath()) > depth(out[j].basePath()) })
-	moved := map[string]string{}
+	return nil
+}
+
+// moveOut does the first half of deletions and renames, which work where
+// the entries are in the base: each deleted entry goes and each rename's
+// source moves into the stage, deepest base path first (so that a deletion
+// inside a renamed directory happens before it moves, and a source inside
+// a deleted directory leaves before it goes). placeRenamesAndDirs then
+// moves each source to its destination, shallowest first (so that a
+// renamed directory is in place before what goes into it). Swaps and
+// renames inside renamed directories come out right.
+func (a *hostApply) moveOut(context.Context) error {
+	out := append(slices.Clone(a.dels), a.renames...)
+	sort.SliceStable(out, func(i, j int) bool { return pathDepth(out[i].basePath()) > pathDepth(out[j].basePath()) })
 	for i, c := range out {
 		if c.Op == Deleted {
-			if err := h.removeAll(c.basePath()); err != nil {
+			if err := a.h.removeAll(c.basePath()); err != nil {
 				return fmt.Errorf("commit %s: %w", c, err)
 			}
 			continue
 		}
-		tmp := stage + "/" + fmt.Sprintf("r%d", i)
-		if err := h.rename(c.From, tmp); err != nil {
+		tmp := a.stage + "/" + fmt.Sprintf("r%d", i)
+		if err := a.h.rename(c.From, tmp); err != nil {
 			return fmt.Errorf("commit %s: %w", c, err)
 		}
-		moved[c.Path] = tmp
+		a.moved[c.Path] = tmp
 	}
-	// Then every rename's destination and every directory, shallowest
-	// first, so that each has its parent: a rename into a new directory
-	// finds it made, a new directory inside a renamed one finds it moved.
-	// At one depth, renames go first (a renamed directory that was also
-	// edited is in place before its attributes are set).
-	place := append(slices.Clone(renames), dirs...)
-	sort.SliceStable(place, func(i, j int) bool { return depth(place[i].Path) < depth(place[j].Path) })
+	return nil
+}
+
+// placeRenamesAndDirs puts every rename's destination and every directory
+// in place, shallowest first, so that each has its parent: a rename into a
+// new directory finds it made, a new directory inside a renamed one finds
+// it moved. At one depth, renames go first (a renamed directory that was
+// also edited is in place before its attributes are set).
+func (a *hostApply) placeRenamesAndDirs(ctx context.Context) error {
+	place := append(slices.Clone(a.renames), a.dirs...)
+	sort.SliceStable(place, func(i, j int) bool { return pathDepth(place[i].Path) < pathDepth(place[j].Path) })
 	renamed := map[string]bool{}
 	for _, c := range place {
-		dst := c.Path
-		if tmp, ok := moved[c.Path]; ok && !renamed[c.Path] {
+		if tmp, ok := a.moved[c.Path]; ok && !renamed[c.Path] {
 			renamed[c.Path] = true
-			if t, err := h.lstatType(dst); err == nil && (t == snapshot.TypeDir || c.Type == snapshot.TypeDir) {
-				// What the rename replaced in the workspace goes whole (a
-				// file is simply renamed over).
-				if err := h.removeAll(dst); err != nil {
-					return fmt.Errorf("commit %s: %w", c, err)
-				}
-			}
-			if err := h.rename(tmp, dst); err != nil {
-				return fmt.Errorf("commit %s: %w", c, err)
-			}
-			if c.Type != snapshot.TypeDir {
-				continue
-			}
-		}
-		if c.Type != snapshot.TypeDir {
-			continue
-		}
-		a, err := lookupPath(ctx, w.vol, c.Path)
-		if err != nil {
-			return err
-		}
-		if a.Type != snapshot.TypeDir {
-			continue
-		}
-		if t, err := h.lstatType(dst); err == nil && t != snapshot.TypeDir {
-			if err := h.removeAll(dst); err != nil {
+			if err := a.moveIn(c, tmp); err != nil {
 				return err
 			}
 		}
-		if err := h.mkdir(dst, a.Mode&0o777); err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("commit %s: %w", c, err)
-		}
-		if err := w.setAttrs(ctx, dst, a, false); err != nil {
-			return fmt.Errorf("commit %s: %w", c, err)
-		}
-	}
-	for _, f := range files {
-		dst := f.path
-		if t, err := h.lstatType(dst); err == nil && t == snapshot.TypeDir {
-			if err := h.removeAll(dst); err != nil {
+		if c.Type == snapshot.TypeDir {
+			if err := a.placeDir(ctx, c); err != nil {
 				return err
 			}
-		}
-		if err := h.rename(f.tmp, dst); err != nil {
-			return fmt.Errorf("commit %s: %w", f.path, err)
-		}
-	}
-	for i := len(dirs) - 1; i >= 0; i-- {
-		a, err := lookupPath(ctx, w.vol, dirs[i].Path)
-		if err != nil {
-			return err
-		}
-		if err := h.setTimes(dirs[i].Path, a); err != nil {
-			return fmt.Errorf("commit %s: %w", dirs[i].Path, err)
 		}
 	}
 	return nil
 }
+
+// moveIn moves a rename's source from the stage (tmp) to its destination.
+// What the rename replaced in the workspace goes whole when either side is
+// a directory (a file is simply renamed over).
+func (a *hostApply) moveIn(c Change, tmp string) error {
+	dst := c.Path
+	if t, err := a.h.lstatType(dst); err == nil && (t == snapshot.TypeDir || c.Type == snapshot.TypeDir) {
+		if err := a.h.removeAll(dst); err != nil {
+			return fmt.Errorf("commit %s: %w", c, err)
+		}
+	}
+	if err := a.h.rename(tmp, dst); err != nil {
+		return fmt.Errorf("commit %s: %w", c, err)
+	}
+	return nil
+}
+
+// placeDir makes the directory c.Path on the host if it is not there (a
+// non-directory in its place goes), and gives it the live directory's
+// attributes (its times come last, in setDirTimes).
+func (a *hostApply) placeDir(ctx context.Context, c Change) error {
+	attr, err := lookupPath(ctx, a.w.vol, c.Path)
+	if err != nil {
+		return err
+	}
+	if attr.Type != snapshot.TypeDir {
+		return nil
+	}
+	dst := c.Path
+	if t, err := a.h.lstatType(dst); err == nil && t != snapshot.TypeDir {
+		if err := a.h.removeAll(dst); err != nil {
+			return err
+		}
+	}
+	if err := a.h.mkdir(dst, attr.Mode&0o777); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("commit %s: %w", c, err)
+	}
+	if err := a.w.setAttrs(ctx, dst, attr, false); err != nil {
+		return fmt.Errorf("commit %s: %w", c, err)
+	}
+	return nil
+}
+
+// placeFiles renames every staged file into place; a directory in its
+// place goes whole.
+func (a *hostApply) placeFiles(context.Context) error {
+	for _, f := range a.files {
+		dst := f.path
+		if t, err := a.h.lstatType(dst); err == nil && t == snapshot.TypeDir {
+			if err := a.h.removeAll(dst); err != nil {
+				return err
+			}
+		}
+		if err := a.h.rename(f.tmp, dst); err != nil {
+			return fmt.Errorf("commit %s: %w", f.path, err)
+		}
+	}
+	return nil
+}
+
+// setDirTimes gives every changed directory its live times once its
+// contents are in place, in the reverse of the changes' order (a
+// directory's entries, listed after it, before it).
+func (a *hostApply) setDirTimes(ctx context.Context) error {
+	for i := len(a.dirs) - 1; i >= 0; i-- {
+		attr, err := lookupPath(ctx, a.w.vol, a.dirs[i].Path)
+		if err != nil {
+			return err
+		}
+		if err := a.h.setTimes(a.dirs[i].Path, attr); err != nil {
+			return fmt.Errorf("commit %s: %w", a.dirs[i].Path, err)
+		}
+	}
+	return nil
+}
+
+// pathDepth is the number of slashes in p: its depth below the root.
+func pathDepth(p string) int { return strings.Count(p, "/") }
 
 // hostConflicts refuses changes to host entries the host changed after
 // since (their ctime is later), or that the host removed while the

@@ -119,10 +119,16 @@ type fblob struct {
 	bad   *Problem
 }
 
+// fsck is one run of Fsck: its settings, what each step leaves for the
+// next, and the report it fills in.
 type fsck struct {
 	r    *Repo
 	opts FsckOptions
 	prog func(Progress)
+	rep  *FsckReport
+
+	roots []*fsckRoot      // step 1: every commit and snapshot read
+	packs map[PackID]int64 // step 1: every pack listed, with its size
 
 	mu       sync.Mutex
 	trees    map[Hash]*fnode              // guarded by mu
@@ -153,19 +159,37 @@ func (r *Repo) Fsck(ctx context.Context, opts FsckOptions) (FsckReport, error) {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 16
 	}
-	f := &fsck{r: r, opts: opts, prog: newProgressFunc(opts.Progress),
-		trees: map[Hash]*fnode{}, blobs: map[PackID]map[uint64]*fblob{}}
 	rep := FsckReport{Full: opts.Full}
-
-	// 1. Roots and packs.
-	f.prog(Progress{Phase: "list"})
-	branches, err := r.ListBranches(ctx)
-	if err != nil {
-		return rep, err
+	f := &fsck{r: r, opts: opts, prog: newProgressFunc(opts.Progress), rep: &rep,
+		trees: map[Hash]*fnode{}, blobs: map[PackID]map[uint64]*fblob{}}
+	steps := []func(context.Context) error{
+		f.listRoots,   // 1
+		f.walkTrees,   // 2
+		f.checkStore,  // 3
+		f.reportPaths, // 4
 	}
-	objs, err := r.listCommitObjects(ctx)
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return rep, err
+		}
+	}
+	f.collectProblems()
+	rep.Duration = time.Since(started)
+	return rep, nil
+}
+
+// listRoots lists the branches, reads every commit and snapshot record
+// into f.roots (commits by branch and number, then snapshots by name), and
+// lists the packs (step 1).
+func (f *fsck) listRoots(ctx context.Context) error {
+	f.prog(Progress{Phase: "list"})
+	branches, err := f.r.ListBranches(ctx)
 	if err != nil {
-		return rep, err
+		return err
+	}
+	objs, err := f.r.listCommitObjects(ctx)
+	if err != nil {
+		return err
 	}
 	bset := map[string]bool{}
 	for _, b := range branches {
@@ -174,8 +198,34 @@ func (r *Repo) Fsck(ctx context.Context, opts FsckOptions) (FsckReport, error) {
 	for b := range objs {
 		bset[b] = true
 	}
-	rep.Branches = len(bset)
-	var roots []*fsckRoot
+	f.rep.Branches = len(bset)
+	commits, err := f.commitRoots(ctx, objs)
+	if err != nil {
+		return err
+	}
+	snaps, err := f.snapshotRoots(ctx)
+	if err != nil {
+		return err
+	}
+	f.rep.Commits, f.rep.Snapshots = len(commits), len(snaps)
+	f.roots = append(commits, snaps...)
+	listed, err := f.r.listAll(ctx, "packs/")
+	if err != nil {
+		return fmt.Errorf("list packs: %w", err)
+	}
+	f.packs = map[PackID]int64{}
+	for _, o := range listed {
+		if id, ok := packOfKey(o.Key); ok {
+			f.packs[id] = o.Size
+		}
+	}
+	return nil
+}
+
+// commitRoots reads the records of the listed commits, sorted by branch
+// and number. A commit removed since the listing is skipped; a corrupt
+// one is a problem.
+func (f *fsck) commitRoots(ctx context.Context, objs map[string][]commitObj) ([]*fsckRoot, error) {
 	var ids []CommitID
 	for b, cs := range objs {
 		for _, c := range cs {
@@ -188,115 +238,104 @@ func (r *Repo) Fsck(ctx context.Context, opts FsckOptions) (FsckReport, error) {
 		}
 		return cmpU64(a.Seq, b.Seq)
 	})
-	// Read the records concurrently; keep them in listing order.
-	croots := make([]*fsckRoot, len(ids))
-	idx := make([]int, len(ids))
+	return readRoots(ctx, len(ids), func(ctx context.Context, i int) (*fsckRoot, error) {
+		id := ids[i]
+		c, err := f.r.ReadCommit(ctx, id)
+		switch {
+		case errors.Is(err, ErrMissing):
+			return nil, nil // removed since the listing
+		case errors.Is(err, ErrCorrupt):
+			f.addProblem("commit "+id.String(), err)
+			return nil, nil
+		case err != nil:
+			return nil, err
+		}
+		cid := c.ID
+		return &fsckRoot{label: id.String(), commit: &cid, tree: CommitTree(c)}, nil
+	})
+}
+
+// snapshotRoots reads the records of the listed snapshots, in listing
+// order. A snapshot removed since the listing is skipped; a corrupt one
+// or one with a bad name is a problem.
+func (f *fsck) snapshotRoots(ctx context.Context) ([]*fsckRoot, error) {
+	names, err := f.r.snapshotNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return readRoots(ctx, len(names), func(ctx context.Context, i int) (*fsckRoot, error) {
+		n := names[i]
+		s, err := f.r.getListedSnapshot(ctx, n)
+		switch {
+		case errors.Is(err, ErrNoSnapshot):
+			return nil, nil
+		case errors.Is(err, ErrCorrupt), errors.Is(err, ErrBadName):
+			f.addProblem("snapshot "+n, err)
+			return nil, nil
+		case err != nil:
+			return nil, err
+		}
+		return &fsckRoot{label: "snapshot " + n, snapshot: n, tree: s.Tree()}, nil
+	})
+}
+
+// readRoots calls read for the indexes 0..n-1, several at once, and
+// returns the roots it gave (nil ones left out) in index order.
+func readRoots(ctx context.Context, n int, read func(ctx context.Context, i int) (*fsckRoot, error)) ([]*fsckRoot, error) {
+	out := make([]*fsckRoot, n)
+	idx := make([]int, n)
 	for i := range idx {
 		idx[i] = i
 	}
-	err = forEach(ctx, rootsInFlight*4, idx, func(ctx context.Context, i int) error {
-		id := ids[i]
-		c, err := r.ReadCommit(ctx, id)
-		switch {
-		case errors.Is(err, ErrMissing):
-			return nil // removed since the listing
-		case errors.Is(err, ErrCorrupt):
-			f.addProblem("commit "+id.String(), err)
-			return nil
-		case err != nil:
-			return err
-		}
-		cid := c.ID
-		croots[i] = &fsckRoot{label: id.String(), commit: &cid, tree: CommitTree(c)}
-		return nil
+	err := forEach(ctx, rootsInFlight*4, idx, func(ctx context.Context, i int) (err error) {
+		out[i], err = read(ctx, i)
+		return err
 	})
 	if err != nil {
-		return rep, err
+		return nil, err
 	}
-	for _, rt := range croots {
-		if rt != nil {
-			rep.Commits++
-			roots = append(roots, rt)
-		}
-	}
-	names, err := r.snapshotNames(ctx)
-	if err != nil {
-		return rep, err
-	}
-	sroots := make([]*fsckRoot, len(names))
-	idx = idx[:0]
-	for i := range names {
-		idx = append(idx, i)
-	}
-	err = forEach(ctx, rootsInFlight*4, idx, func(ctx context.Context, i int) error {
-		n := names[i]
-		s, err := r.getListedSnapshot(ctx, n)
-		switch {
-		case errors.Is(err, ErrNoSnapshot):
-			return nil
-		case errors.Is(err, ErrCorrupt), errors.Is(err, ErrBadName):
-			f.addProblem("snapshot "+n, err)
-			return nil
-		case err != nil:
-			return err
-		}
-		sroots[i] = &fsckRoot{label: "snapshot " + n, snapshot: n, tree: s.Tree()}
-		return nil
-	})
-	if err != nil {
-		return rep, err
-	}
-	for _, rt := range sroots {
-		if rt != nil {
-			rep.Snapshots++
-			roots = append(roots, rt)
-		}
-	}
-	packs := map[PackID]int64{}
-	objs2, err := r.listAll(ctx, "packs/")
-	if err != nil {
-		return rep, fmt.Errorf("list packs: %w", err)
-	}
-	for _, o := range objs2 {
-		if id, ok := packOfKey(o.Key); ok {
-			packs[id] = o.Size
-		}
-	}
+	return slices.DeleteFunc(out, func(rt *fsckRoot) bool { return rt == nil }), nil
+}
 
-	// 2. Trees.
+// walkTrees walks every root's tree and link table (step 2) and counts
+// what the walk found.
+func (f *fsck) walkTrees(ctx context.Context) error {
 	var walked atomic.Int64
-	err = forEach(ctx, rootsInFlight, roots, func(ctx context.Context, rt *fsckRoot) error {
+	err := forEach(ctx, rootsInFlight, f.roots, func(ctx context.Context, rt *fsckRoot) error {
 		if err := f.walkRoot(ctx, rt); err != nil {
 			return err
 		}
 		f.mu.Lock()
 		reads := f.reads
 		f.mu.Unlock()
-		f.prog(Progress{Phase: "trees", Done: walked.Add(1), Total: int64(len(roots)), Items: int64(reads)})
+		f.prog(Progress{Phase: "trees", Done: walked.Add(1), Total: int64(len(f.roots)), Items: int64(reads)})
 		return nil
 	})
 	if err != nil {
-		return rep, err
+		return err
 	}
-	rep.Trees = f.reads
+	f.rep.Trees = f.reads
 	for _, m := range f.blobs {
-		rep.Blobs += len(m)
+		f.rep.Blobs += len(m)
 	}
-	rep.Packs = len(f.blobs)
-	for id := range packs {
+	f.rep.Packs = len(f.blobs)
+	for id := range f.packs {
 		if _, ok := f.blobs[id]; !ok {
-			rep.PacksUnreferenced++
+			f.rep.PacksUnreferenced++
 		}
 	}
+	return nil
+}
 
-	// 3. Packs.
-	verified, err := f.checkPacks(ctx, packs)
+// checkStore checks every referenced pack (step 3), then makes a problem
+// of each tree that failed to read, unless its pack's problem already
+// covers it.
+func (f *fsck) checkStore(ctx context.Context) error {
+	verified, err := f.checkPacks(ctx, f.packs)
 	if err != nil {
-		return rep, err
+		return err
 	}
-	rep.BytesVerified = verified
-	// Trees that failed to read are problems of their own unless their
-	// pack's problem already covers them.
+	f.rep.BytesVerified = verified
 	for h, n := range f.trees {
 		if n.err == nil {
 			continue
@@ -314,19 +353,27 @@ func (r *Repo) Fsck(ctx context.Context, opts FsckOptions) (FsckReport, error) {
 			b.bad = p
 		}
 	}
+	return nil
+}
 
-	// 4. Paths.
+// reportPaths records each problem's paths and the roots they are
+// reachable from (step 4), then drops the problems whose roots have all
+// disappeared.
+func (f *fsck) reportPaths(ctx context.Context) error {
 	f.computeDirty()
 	memo := map[[2]Hash]bool{}
-	for i, rt := range roots {
+	for i, rt := range f.roots {
 		if err := f.reportRoot(ctx, rt, memo); err != nil {
-			return rep, err
+			return err
 		}
-		f.prog(Progress{Phase: "paths", Done: int64(i + 1), Total: int64(len(roots))})
+		f.prog(Progress{Phase: "paths", Done: int64(i + 1), Total: int64(len(f.roots))})
 	}
-	if err := f.dropVanished(ctx, roots); err != nil {
-		return rep, err
-	}
+	return f.dropVanished(ctx, f.roots)
+}
+
+// collectProblems puts the problems into the report, sorted by object,
+// each with its affected paths sorted.
+func (f *fsck) collectProblems() {
 	for _, p := range f.problems {
 		for path, from := range p.paths {
 			a := Affected{Path: path}
@@ -337,11 +384,9 @@ func (r *Repo) Fsck(ctx context.Context, opts FsckOptions) (FsckReport, error) {
 			p.Affected = append(p.Affected, a)
 		}
 		slices.SortFunc(p.Affected, func(a, b Affected) int { return strings.Compare(a.Path, b.Path) })
-		rep.Problems = append(rep.Problems, *p)
+		f.rep.Problems = append(f.rep.Problems, *p)
 	}
-	slices.SortFunc(rep.Problems, func(a, b Problem) int { return strings.Compare(a.Object, b.Object) })
-	rep.Duration = time.Since(started)
-	return rep, nil
+	slices.SortFunc(f.rep.Problems, func(a, b Problem) int { return strings.Compare(a.Object, b.Object) })
 }
 
 // addBlob records a reference to ref of type t from tree user (zero: a

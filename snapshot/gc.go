@@ -244,215 +244,296 @@ func (r *Repo) GC(ctx context.Context, opts GCOptions) (rep GCReport, err error)
 	started := time.Now()
 	rep = GCReport{DryRun: opts.DryRun}
 	defer func() { rep.Duration = time.Since(started) }()
+	g, err := r.newGCRun(ctx, opts, &rep)
+	if err != nil {
+		return rep, fmt.Errorf("gc: %w", err)
+	}
+	steps := []func(context.Context) error{
+		g.listPacks,   // 2
+		g.planCommits, // 3
+		g.mark,        // 4
+		g.prune,       // 5
+		g.recheck,     // 6
+		g.countLive,
+		g.sweep, // 7
+		g.scanPartial,
+		g.record,
+	}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// gcRun is one run of GC: its settings, what each step leaves for the
+// next, and the report it fills in. The steps run one after another, in
+// GC's goroutine; mu guards rep only while sweep and scanPartial run their
+// workers.
+type gcRun struct {
+	r     *Repo
+	opts  GCOptions
+	rep   *GCReport
+	prog  func(Progress)
+	now   time.Time     // step 1: the store's clock
+	grace time.Duration // opts.Grace or UploadGrace
+	conc  int           // requests in flight
+
+	packs map[PackID]packInfo // step 2: every pack listed
+	plan  *retentionPlan      // step 3: the commits listed, and which to keep
+	snaps []Snapshot          // step 3: the snapshots read
+	w     *reach              // step 4: the mark, final after step 6
+	done  atomic.Int64        // roots marked, for progress
+	total int64               // roots to mark in step 4, for progress
+	live  map[PackID]int      // countLive: marked blobs per pack
+
+	mu sync.Mutex
+}
+
+// packInfo is one listed pack.
+type packInfo struct {
+	size int64
+	mod  time.Time
+}
+
+// newGCRun settles the options and reads the clock (step 1).
+func (r *Repo) newGCRun(ctx context.Context, opts GCOptions, rep *GCReport) (*gcRun, error) {
 	if opts.VolumePolicy {
+		var err error
 		if opts.Policy, _, err = r.Retention(ctx); err != nil {
-			return rep, fmt.Errorf("gc: %w", err)
+			return nil, err
 		}
 	}
 	rep.Policy = opts.Policy.String()
 	if err := opts.Policy.Validate(); err != nil {
-		return rep, fmt.Errorf("gc: %w", err)
+		return nil, err
 	}
-	grace := opts.Grace
-	if grace <= 0 {
-		grace = UploadGrace
+	g := &gcRun{r: r, opts: opts, rep: rep, prog: newProgressFunc(opts.Progress), grace: opts.Grace, conc: opts.Concurrency}
+	if g.grace <= 0 {
+		g.grace = UploadGrace
 	}
-	rep.Grace = grace
-	conc := opts.Concurrency
-	if conc <= 0 {
-		conc = 16
+	rep.Grace = g.grace
+	if g.conc <= 0 {
+		g.conc = 16
 	}
-	prog := newProgressFunc(opts.Progress)
-
-	var now time.Time
-	switch {
-	case opts.Now != nil:
-		now, rep.Clock = opts.Now(), "injected"
-	default:
+	if opts.Now != nil {
+		g.now, rep.Clock = opts.Now(), "injected"
+	} else {
 		var ok bool
-		now, ok = r.storeNow(ctx)
+		g.now, ok = r.storeNow(ctx)
 		rep.Clock = map[bool]string{true: "store", false: "local"}[ok]
 	}
-	rep.Now = now
+	rep.Now = g.now
+	return g, nil
+}
 
-	// 2. Packs.
-	prog(Progress{Phase: "list"})
-	type packInfo struct {
-		size int64
-		mod  time.Time
-	}
-	packs := map[PackID]packInfo{}
-	listed, err := r.listAll(ctx, "packs/")
+// listPacks lists every pack with its size and modification time (step 2).
+func (g *gcRun) listPacks(ctx context.Context) error {
+	g.prog(Progress{Phase: "list"})
+	listed, err := g.r.listAll(ctx, "packs/")
 	if err != nil {
-		return rep, fmt.Errorf("gc: list packs: %w", err)
+		return fmt.Errorf("gc: list packs: %w", err)
 	}
+	g.packs = map[PackID]packInfo{}
 	for _, o := range listed {
 		if id, ok := packOfKey(o.Key); ok {
-			packs[id] = packInfo{size: o.Size, mod: o.ModTime}
-			rep.BytesTotal += o.Size
+			g.packs[id] = packInfo{size: o.Size, mod: o.ModTime}
+			g.rep.BytesTotal += o.Size
 		}
 	}
-	rep.PacksTotal = len(packs)
+	g.rep.PacksTotal = len(g.packs)
+	return nil
+}
 
-	// 3. Commits and snapshots.
-	plan, err := r.planRetention(ctx, opts.Policy, now, grace)
-	if err != nil {
-		return rep, fmt.Errorf("gc: %w", err)
+// planCommits lists the commits, decides which to keep, and reads every
+// snapshot record (step 3).
+func (g *gcRun) planCommits(ctx context.Context) (err error) {
+	if g.plan, err = g.r.planRetention(ctx, g.opts.Policy, g.now, g.grace); err != nil {
+		return fmt.Errorf("gc: %w", err)
 	}
-	snaps, err := r.readSnapshots(ctx)
-	if err != nil {
-		return rep, fmt.Errorf("gc: %w", err)
+	if g.snaps, err = g.r.readSnapshots(ctx); err != nil {
+		return fmt.Errorf("gc: %w", err)
 	}
-	rep.Branches, rep.Snapshots = len(plan.branches), len(snaps)
-	var total int64
-	for _, b := range plan.branches {
+	rep := g.rep
+	rep.Branches, rep.Snapshots = len(g.plan.branches), len(g.snaps)
+	for _, b := range g.plan.branches {
 		for _, c := range b.commits {
 			if c.keep {
 				rep.CommitsKept++
-			} else {
-				rep.CommitsPruned++
-				if rep.Pruned == nil {
-					rep.Pruned = map[string][]uint64{}
-				}
-				rep.Pruned[b.name] = append(rep.Pruned[b.name], c.seq)
+				continue
 			}
+			rep.CommitsPruned++
+			if rep.Pruned == nil {
+				rep.Pruned = map[string][]uint64{}
+			}
+			rep.Pruned[b.name] = append(rep.Pruned[b.name], c.seq)
 		}
 	}
-	total = int64(rep.CommitsKept + len(snaps))
+	g.total = int64(rep.CommitsKept + len(g.snaps))
+	return nil
+}
 
-	// 4. Mark.
-	w := newReach(r, conc)
-	var done atomic.Int64
-	w.onTree = func(trees, blobs int) {
+// mark walks every kept commit and every snapshot, recording the blobs
+// they reach (step 4).
+func (g *gcRun) mark(ctx context.Context) error {
+	g.w = newReach(g.r, g.conc)
+	g.w.onTree = func(trees, blobs int) {
 		if trees%64 == 0 {
-			prog(Progress{Phase: "mark", Done: done.Load(), Total: total, Items: int64(blobs)})
+			g.prog(Progress{Phase: "mark", Done: g.done.Load(), Total: g.total, Items: int64(blobs)})
 		}
-	}
-	markCommit := func(ctx context.Context, id CommitID) error {
-		defer done.Add(1)
-		c, err := r.ReadCommit(ctx, id)
-		if errors.Is(err, ErrMissing) {
-			return nil // removed since the listing (branch rm, another gc)
-		}
-		if err != nil {
-			return err
-		}
-		if err := w.root(ctx, CommitTree(c), 0); err != nil {
-			if _, serr := r.store.Stat(ctx, CommitKey(id)); errors.Is(serr, blobstore.ErrNotFound) {
-				return nil // removed while we walked it
-			}
-			return fmt.Errorf("commit %v: %w", id, err)
-		}
-		return nil
-	}
-	markSnapshot := func(ctx context.Context, s Snapshot) error {
-		defer done.Add(1)
-		if err := w.root(ctx, s.Tree(), 0); err != nil {
-			if _, gerr := r.GetSnapshot(ctx, s.Name); errors.Is(gerr, ErrNoSnapshot) {
-				return nil
-			}
-			return fmt.Errorf("snapshot %s: %w", s.Name, err)
-		}
-		return nil
-	}
-	damaged := func(err error) error {
-		return fmt.Errorf("gc: %w; nothing was swept (run `agentfs fsck` on this volume)", err)
 	}
 	var kept []CommitID
-	for _, b := range plan.branches {
+	for _, b := range g.plan.branches {
 		for _, c := range b.commits {
 			if c.keep {
 				kept = append(kept, CommitID{b.name, c.seq})
 			}
 		}
 	}
-	if err := forEach(ctx, rootsInFlight, kept, markCommit); err != nil {
-		return rep, damaged(err)
+	if err := forEach(ctx, rootsInFlight, kept, g.markCommit); err != nil {
+		return gcDamaged(err)
 	}
-	if err := forEach(ctx, rootsInFlight, snaps, markSnapshot); err != nil {
-		return rep, damaged(err)
+	if err := forEach(ctx, rootsInFlight, g.snaps, g.markSnapshot); err != nil {
+		return gcDamaged(err)
 	}
-	if opts.hooks != nil && opts.hooks.afterMark != nil {
-		opts.hooks.afterMark()
+	if h := g.opts.hooks; h != nil && h.afterMark != nil {
+		h.afterMark()
 	}
+	return nil
+}
 
-	// 5. Prune commit objects, oldest first.
-	if !opts.DryRun && rep.CommitsPruned > 0 {
-		var n int64
-		for _, b := range plan.branches {
-			for _, c := range b.commits {
-				if c.keep {
-					continue
-				}
-				if err := r.store.Delete(ctx, CommitKey(CommitID{b.name, c.seq})); err != nil {
-					return rep, fmt.Errorf("gc: prune commit %s@%d: %w", b.name, c.seq, err)
-				}
-				n++
-				prog(Progress{Phase: "prune", Done: n, Total: int64(rep.CommitsPruned)})
+// markCommit marks what commit id reaches; a commit removed since it was
+// listed (branch rm, another gc) is skipped.
+func (g *gcRun) markCommit(ctx context.Context, id CommitID) error {
+	defer g.done.Add(1)
+	c, err := g.r.ReadCommit(ctx, id)
+	if errors.Is(err, ErrMissing) {
+		return nil // removed since the listing
+	}
+	if err != nil {
+		return err
+	}
+	if err := g.w.root(ctx, CommitTree(c), 0); err != nil {
+		if _, serr := g.r.store.Stat(ctx, CommitKey(id)); errors.Is(serr, blobstore.ErrNotFound) {
+			return nil // removed while we walked it
+		}
+		return fmt.Errorf("commit %v: %w", id, err)
+	}
+	return nil
+}
+
+// markSnapshot marks what snapshot s reaches; a snapshot removed while it
+// was walked is skipped.
+func (g *gcRun) markSnapshot(ctx context.Context, s Snapshot) error {
+	defer g.done.Add(1)
+	if err := g.w.root(ctx, s.Tree(), 0); err != nil {
+		if _, gerr := g.r.GetSnapshot(ctx, s.Name); errors.Is(gerr, ErrNoSnapshot) {
+			return nil
+		}
+		return fmt.Errorf("snapshot %s: %w", s.Name, err)
+	}
+	return nil
+}
+
+// gcDamaged wraps a mark's failure: a reachable tree is missing or corrupt.
+func gcDamaged(err error) error {
+	return fmt.Errorf("gc: %w; nothing was swept (run `agentfs fsck` on this volume)", err)
+}
+
+// prune deletes the commit objects retention does not keep, oldest first
+// (step 5).
+func (g *gcRun) prune(ctx context.Context) error {
+	if g.opts.DryRun || g.rep.CommitsPruned == 0 {
+		return nil
+	}
+	var n int64
+	for _, b := range g.plan.branches {
+		for _, c := range b.commits {
+			if c.keep {
+				continue
 			}
+			if err := g.r.store.Delete(ctx, CommitKey(CommitID{b.name, c.seq})); err != nil {
+				return fmt.Errorf("gc: prune commit %s@%d: %w", b.name, c.seq, err)
+			}
+			n++
+			g.prog(Progress{Phase: "prune", Done: n, Total: int64(g.rep.CommitsPruned)})
 		}
 	}
+	return nil
+}
 
-	// 6. Recheck: commits and snapshots written since step 3.
-	prog(Progress{Phase: "recheck"})
-	objs, err := r.listCommitObjects(ctx)
+// recheck lists commits and snapshots again and marks every one written
+// since step 3 (step 6).
+func (g *gcRun) recheck(ctx context.Context) error {
+	g.prog(Progress{Phase: "recheck"})
+	objs, err := g.r.listCommitObjects(ctx)
 	if err != nil {
-		return rep, fmt.Errorf("gc: recheck: %w", err)
+		return fmt.Errorf("gc: recheck: %w", err)
 	}
 	var fresh []CommitID
 	for branch, cs := range objs {
 		for _, c := range cs {
-			if id := (CommitID{branch, c.seq}); !plan.listed[id] {
+			if id := (CommitID{branch, c.seq}); !g.plan.listed[id] {
 				fresh = append(fresh, id)
 			}
 		}
 	}
-	rep.NewCommits = len(fresh)
-	if err := forEach(ctx, rootsInFlight, fresh, markCommit); err != nil {
-		return rep, damaged(err)
+	g.rep.NewCommits = len(fresh)
+	if err := forEach(ctx, rootsInFlight, fresh, g.markCommit); err != nil {
+		return gcDamaged(err)
 	}
-	seen := make(map[string]BlobRef, len(snaps))
-	for _, s := range snaps {
+	seen := make(map[string]BlobRef, len(g.snaps))
+	for _, s := range g.snaps {
 		seen[s.Name] = s.Root.Tree
 	}
-	snaps2, err := r.readSnapshots(ctx)
+	snaps, err := g.r.readSnapshots(ctx)
 	if err != nil {
-		return rep, fmt.Errorf("gc: recheck: %w", err)
+		return fmt.Errorf("gc: recheck: %w", err)
 	}
 	var freshSnaps []Snapshot
-	for _, s := range snaps2 {
+	for _, s := range snaps {
 		if t, ok := seen[s.Name]; !ok || t != s.Root.Tree {
 			freshSnaps = append(freshSnaps, s)
 		}
 	}
-	rep.NewSnapshots = len(freshSnaps)
-	if err := forEach(ctx, rootsInFlight, freshSnaps, markSnapshot); err != nil {
-		return rep, damaged(err)
+	g.rep.NewSnapshots = len(freshSnaps)
+	if err := forEach(ctx, rootsInFlight, freshSnaps, g.markSnapshot); err != nil {
+		return gcDamaged(err)
 	}
-	if opts.hooks != nil && opts.hooks.afterRecheck != nil {
-		opts.hooks.afterRecheck()
+	if h := g.opts.hooks; h != nil && h.afterRecheck != nil {
+		h.afterRecheck()
 	}
-	rep.TreesRead, rep.BlobsMarked = w.reads, len(w.blobs)
+	g.rep.TreesRead, g.rep.BlobsMarked = g.w.reads, len(g.w.blobs)
+	return nil
+}
 
-	// Live bytes per pack (the mark is final from here on).
-	live := map[PackID]int{}
-	for loc := range w.blobs {
-		live[loc.Pack]++
+// countLive counts the marked blobs per pack (the mark is final from here
+// on), and the marked packs that do not exist.
+func (g *gcRun) countLive(ctx context.Context) error {
+	g.live = map[PackID]int{}
+	for loc := range g.w.blobs {
+		g.live[loc.Pack]++
 	}
-	for id := range live {
-		if _, ok := packs[id]; ok {
+	for id := range g.live {
+		if _, ok := g.packs[id]; ok {
 			continue
 		}
-		if _, err := r.store.Stat(ctx, PackKey(id)); errors.Is(err, blobstore.ErrNotFound) {
-			rep.MissingPacks++
+		if _, err := g.r.store.Stat(ctx, PackKey(id)); errors.Is(err, blobstore.ErrNotFound) {
+			g.rep.MissingPacks++
 		}
 	}
+	return nil
+}
 
-	// 7. Sweep.
+// sweep deletes the listed packs that nothing marked and that are older
+// than the grace period (step 7). A failed delete is counted, not fatal.
+func (g *gcRun) sweep(ctx context.Context) error {
+	rep := g.rep
 	var victims []PackID
-	cutoff := now.Add(-grace - clockSlack)
-	for id, p := range packs {
-		if live[id] > 0 {
+	cutoff := g.now.Add(-g.grace - clockSlack)
+	for id, p := range g.packs {
+		if g.live[id] > 0 {
 			rep.PacksLive++
 			continue
 		}
@@ -463,24 +544,23 @@ func (r *Repo) GC(ctx context.Context, opts GCOptions) (rep GCReport, err error)
 		victims = append(victims, id)
 	}
 	slices.SortFunc(victims, func(a, b PackID) int { return strings.Compare(a.String(), b.String()) })
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(conc)
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.SetLimit(g.conc)
 	var swept int64
 	for _, id := range victims {
-		size := packs[id].size
-		if opts.DryRun {
+		size := g.packs[id].size
+		if g.opts.DryRun {
 			rep.PacksSwept++
 			rep.BytesFreed += size
 			continue
 		}
-		g.Go(func() error {
-			err := r.store.Delete(gctx, PackKey(id))
-			mu.Lock()
-			defer mu.Unlock()
+		eg.Go(func() error {
+			err := g.r.store.Delete(ectx, PackKey(id))
+			g.mu.Lock()
+			defer g.mu.Unlock()
 			if err != nil {
-				if gctx.Err() != nil {
-					return gctx.Err()
+				if ectx.Err() != nil {
+					return ectx.Err()
 				}
 				rep.PackErrors++
 				return nil
@@ -488,38 +568,43 @@ func (r *Repo) GC(ctx context.Context, opts GCOptions) (rep GCReport, err error)
 			rep.PacksSwept++
 			rep.BytesFreed += size
 			swept++
-			prog(Progress{Phase: "sweep", Done: swept, Total: int64(len(victims)), Items: rep.BytesFreed})
+			g.prog(Progress{Phase: "sweep", Done: swept, Total: int64(len(victims)), Items: rep.BytesFreed})
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return rep, fmt.Errorf("gc: sweep: %w", err)
+	if err := eg.Wait(); err != nil {
+		return fmt.Errorf("gc: sweep: %w", err)
 	}
+	return nil
+}
 
-	// Dead bytes of partially live packs (footers only).
+// scanPartial reads the footers of the live packs and reports the dead
+// bytes of the partially live ones.
+func (g *gcRun) scanPartial(ctx context.Context) error {
+	rep := g.rep
 	var scanned int64
-	g, gctx = errgroup.WithContext(ctx)
-	g.SetLimit(conc)
-	for id := range live {
-		if _, ok := packs[id]; !ok {
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.SetLimit(g.conc)
+	for id := range g.live {
+		if _, ok := g.packs[id]; !ok {
 			continue
 		}
-		g.Go(func() error {
-			entries, err := r.ReadPackIndex(gctx, id)
-			mu.Lock()
-			defer mu.Unlock()
+		eg.Go(func() error {
+			entries, err := g.r.ReadPackIndex(ectx, id)
+			g.mu.Lock()
+			defer g.mu.Unlock()
 			scanned++
-			prog(Progress{Phase: "scan", Done: scanned, Total: int64(len(live))})
+			g.prog(Progress{Phase: "scan", Done: scanned, Total: int64(len(g.live))})
 			if err != nil {
-				if gctx.Err() != nil {
-					return gctx.Err()
+				if ectx.Err() != nil {
+					return ectx.Err()
 				}
 				rep.PackErrors++
 				return nil
 			}
 			var dead int64
 			for _, e := range entries {
-				if _, ok := w.blobs[BlobLoc{id, e.Offset}]; !ok {
+				if _, ok := g.w.blobs[BlobLoc{id, e.Offset}]; !ok {
 					dead += int64(e.Length)
 				}
 			}
@@ -530,13 +615,20 @@ func (r *Repo) GC(ctx context.Context, opts GCOptions) (rep GCReport, err error)
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return rep, fmt.Errorf("gc: scan packs: %w", err)
+	if err := eg.Wait(); err != nil {
+		return fmt.Errorf("gc: scan packs: %w", err)
 	}
-	if opts.VolumePolicy && !opts.DryRun {
-		if err := r.recordGC(ctx, rep); err != nil {
-			return rep, fmt.Errorf("gc: record the run: %w", err)
-		}
+	return nil
+}
+
+// record writes the report as the volume's last gc (gc/last.json) when the
+// run applied the volume's own policy and deleted for real.
+func (g *gcRun) record(ctx context.Context) error {
+	if !g.opts.VolumePolicy || g.opts.DryRun {
+		return nil
 	}
-	return rep, nil
+	if err := g.r.recordGC(ctx, *g.rep); err != nil {
+		return fmt.Errorf("gc: record the run: %w", err)
+	}
+	return nil
 }
