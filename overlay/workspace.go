@@ -299,6 +299,9 @@ func (w *Workspace) commitDiff(ctx context.Context, live snapshot.Commit) ([]Cha
 	if err != nil {
 		return nil, fmt.Errorf("base %v: %w", *live.Virtual.Commit, err)
 	}
+	// The tree diff reports an entry that changed between a directory and
+	// something else as one modification, followed by what was below the
+	// directory (deleted or added).
 	var out []Change
 	err = w.repo.Diff(ctx, snapshot.CommitTree(base), snapshot.CommitTree(live), func(c snapshot.Change) error {
 		ch := Change{Op: ChangeOp(c.Op), Path: c.Path}
@@ -312,24 +315,6 @@ func (w *Workspace) commitDiff(ctx context.Context, live snapshot.Commit) ([]Cha
 		out = append(out, ch)
 		return nil
 	})
-	// The tree diff reports an entry that changed type or identity (a
-	// directory replaced by a file, a file that became a hard link) as
-	// deleted and added: that is one modification (what was below a
-	// replaced directory stays listed as deleted).
-	at := map[string]int{}
-	for i, c := range out {
-		if j, ok := at[c.Path]; ok && out[j].Op != c.Op {
-			add, del := c, out[j]
-			if add.Op == Deleted {
-				add, del = del, add
-			}
-			out[j] = Change{Op: Modified, Path: c.Path, Type: add.Type, Size: add.Size, OldSize: del.Size}
-			out[i].Path = "" // dropped below
-			continue
-		}
-		at[c.Path] = i
-	}
-	out = slices.DeleteFunc(out, func(c Change) bool { return c.Path == "" })
 	return out, err
 }
 

@@ -46,7 +46,7 @@ type ChangeFlags uint16
 // What a modification changed.
 const (
 	ChangedContent ChangeFlags = 1 << iota // a file's bytes (or size)
-	ChangedType                            // file <-> symlink <-> device ... (not directories)
+	ChangedType                            // file <-> directory <-> symlink <-> device ...
 	ChangedMode                            // permission bits
 	ChangedOwner                           // uid or gid
 	ChangedXattrs                          // extended attributes
@@ -98,9 +98,11 @@ func (c Change) Sizes() (before, after uint64) {
 }
 
 // Diff calls fn for every difference from tree a to tree b, in path order
-// (a directory before its entries; where a path changes between a directory
-// and something else, the deletions come first). Added and deleted
-// directories are reported with everything beneath them. Modifications of
+// (a directory before its entries). Added and deleted directories are
+// reported with everything beneath them. A path that changes between a
+// directory and something else is one modification (ChangedType), followed
+// by what was below the old directory, deleted, or what is below the new
+// one, added. Modifications of
 // content, type, mode, owner, xattrs, symlink target and device number are
 // reported; times and link counts are not. Subtrees with equal tree hashes
 // are skipped without being read, unless the link tables differ for a
@@ -341,11 +343,18 @@ func (d *differ) pair(ctx context.Context, a, b Entry, dir string) error {
 			}
 		}
 		return d.dirs(ctx, ra.Tree, rb.Tree, p)
-	case aDir || bDir:
-		if err := d.subtree(ctx, Deleted, d.lta, a, dir); err != nil {
+	case aDir:
+		// A directory replaced by something else: one modification, then
+		// what was below it, deleted.
+		if err := d.fn(Change{Op: Modified, Path: p, Old: &ra, New: &rb, What: compareEntries(&ra, &rb)}); err != nil {
 			return err
 		}
-		return d.subtree(ctx, Added, d.ltb, b, dir)
+		return d.below(ctx, Deleted, d.lta, ra, p)
+	case bDir:
+		if err := d.fn(Change{Op: Modified, Path: p, Old: &ra, New: &rb, What: compareEntries(&ra, &rb)}); err != nil {
+			return err
+		}
+		return d.below(ctx, Added, d.ltb, rb, p)
 	}
 	if f := compareEntries(&ra, &rb); f != 0 {
 		return d.fn(Change{Op: Modified, Path: p, Old: &ra, New: &rb, What: f})
@@ -370,6 +379,12 @@ func (d *differ) subtree(ctx context.Context, op ChangeOp, lt LinkTable, e Entry
 	if err := d.fn(c); err != nil {
 		return err
 	}
+	return d.below(ctx, op, lt, re, p)
+}
+
+// below reports everything beneath the resolved entry re at path p (none
+// unless it is a directory), as op.
+func (d *differ) below(ctx context.Context, op ChangeOp, lt LinkTable, re Entry, p string) error {
 	if re.Type != TypeDir {
 		return nil
 	}

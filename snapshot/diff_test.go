@@ -70,8 +70,7 @@ func TestDiff(t *testing.T) {
 		ta, tb := v.build(a), v.build(b)
 		got := diffLines(t, v, ta, tb)
 		want := []string{
-			"D becomes-dir file 4->0",
-			"A becomes-dir dir 0->0",
+			"M becomes-dir dir 4->0 type,mode",
 			"A becomes-dir/inside file 0->1",
 			"M becomes-link symlink 4->7 type,mode",
 			"M chmod.sh file 10->10 mode",
@@ -98,6 +97,11 @@ func TestDiff(t *testing.T) {
 		rev := diffLines(t, v, tb, ta)
 		if len(rev) != len(want) {
 			t.Fatalf("reverse diff has %d changes: %v", len(rev), rev)
+		}
+		// A directory that becomes a file: one modification, then what was
+		// below the directory, deleted.
+		if rev[0] != "M becomes-dir file 0->4 type,mode" || rev[1] != "D becomes-dir/inside file 1->0" {
+			t.Fatalf("reverse diff of a directory that becomes a file: %v", rev[:2])
 		}
 		// Equal trees: no change.
 		if d := diffLines(t, v, ta, ta); len(d) != 0 {

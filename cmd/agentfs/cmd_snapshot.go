@@ -210,8 +210,11 @@ func newSnapshotDiffCmd() *cobra.Command {
 		Short: "Show what changed from A to B",
 		Long: `List the paths added (A), modified (M) and deleted (D) from A to B, with their
 sizes; a modification says what changed (content, type, mode, owner, xattrs,
-target, rdev). Directories whose trees are equal are skipped without being
-read, so the cost follows the size of the change, not of the workspace.
+target, rdev). A path that changed between a directory and something else is
+one modification (type), followed by what was below the old directory
+(deleted) or is below the new one (added). Directories whose trees are equal
+are skipped without being read, so the cost follows the size of the change,
+not of the workspace.
 
 --stat prints one line per changed file and a summary; -p adds a unified
 content diff for text files (binary files and files over --max-bytes are
@@ -242,7 +245,7 @@ first, and the diff is computed by the mount's server).`,
 					changes = append(changes, c)
 					return nil
 				case stat:
-					if c.IsDir() {
+					if c.DirOnly() {
 						return nil
 					}
 					_, err := fmt.Fprintln(out, c.StatLine())

@@ -1150,6 +1150,18 @@ echo z >> dir/mod2; rm -r gone; printf 9876543210 > samesize`))
 	if !res.Changes.Empty() {
 		t.Errorf("read-only command changed %+v", res.Changes)
 	}
+	// A path whose type changes is modified; what was below the old
+	// directory is deleted, what is below the new one created.
+	for _, p := range []string{"f2d", "d2f/x"} {
+		if err := b.WriteFile(ctx, p, []byte("0123456789")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res = mustExec(t, b, sh(`rm f2d; mkdir f2d; echo q > f2d/in; rm -r d2f; echo r > d2f`))
+	want = &exec.Changes{Created: []string{"f2d/in"}, Modified: []string{"d2f", "f2d"}, Deleted: []string{"d2f/x"}}
+	if res.ExitCode != 0 || !reflect.DeepEqual(res.Changes, want) {
+		t.Errorf("type changes: exit %d %s, changes %+v, want %+v", res.ExitCode, res.Stderr, res.Changes, want)
+	}
 	// Timed-out commands still report what they did.
 	res = mustExec(t, b, exec.Request{Command: "echo t > timed; sleep 300", Timeout: 2 * time.Second})
 	if !res.TimedOut || res.Changes == nil || !reflect.DeepEqual(res.Changes.Created, []string{"timed"}) {

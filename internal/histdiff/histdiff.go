@@ -69,6 +69,13 @@ func FromSnapshot(c snapshot.Change) Change {
 // IsDir reports whether the newest side is a directory.
 func (c Change) IsDir() bool { return c.dir || c.Type == snapshot.TypeDir.String() }
 
+// DirOnly reports whether the path is a directory on every side where it
+// exists: false for a file, and for a path that changed between a
+// directory and something else.
+func (c Change) DirOnly() bool {
+	return c.IsDir() && (c.OldType == "" || c.OldType == snapshot.TypeDir.String())
+}
+
 // Flags returns what a modification changed.
 func (c Change) Flags() snapshot.ChangeFlags {
 	if c.flags != 0 || c.What == "" {
@@ -134,7 +141,8 @@ func (c Change) StatLine() string {
 	return fmt.Sprintf(" %c %s | %s -> %s", c.Letter(), c.Path, FmtSize(int64(c.OldSize)), FmtSize(int64(c.NewSize)))
 }
 
-// Summary counts a diff's non-directory changes.
+// Summary counts a diff's changes of files and other non-directories
+// (a path that changed between a directory and a file counts as modified).
 type Summary struct {
 	Added    int   `json:"added"`
 	Modified int   `json:"modified"`
@@ -143,9 +151,9 @@ type Summary struct {
 	Shrunk   int64 `json:"bytes_removed"` // sum of size decreases
 }
 
-// Add counts c (directories are not counted).
+// Add counts c (changes of directories only are not counted).
 func (s *Summary) Add(c Change) {
-	if c.IsDir() {
+	if c.DirOnly() {
 		return
 	}
 	switch c.Letter() {
@@ -233,7 +241,7 @@ func Diff(ctx context.Context, r *snapshot.Repo, a, b snapshot.TreeRoot, opts Op
 			return nil
 		}
 		out := FromSnapshot(c)
-		if opts.Patch && !out.IsDir() {
+		if opts.Patch && !out.DirOnly() {
 			p, err := Patch(ctx, r, c, opts.MaxBytes)
 			if err != nil {
 				return err

@@ -108,8 +108,6 @@ func (t *CheckpointTracker) Changes(ctx context.Context, m exec.Mark) (*exec.Cha
 	if mk.dir != "" {
 		prefix = mk.dir + "/"
 	}
-	added, deleted := map[string]bool{}, map[string]bool{}
-	var modified []string
 	_, err = t.Client.Diff(ctx, control.DiffRequest{A: mk.commit.String(), B: id.String(), Dir: mk.dir}, func(c histdiff.Change) error {
 		if c.Path == "." || !strings.HasPrefix(c.Path, prefix) && prefix != "" {
 			return nil
@@ -117,35 +115,22 @@ func (t *CheckpointTracker) Changes(ctx context.Context, m exec.Mark) (*exec.Cha
 		p := strings.TrimPrefix(c.Path, prefix)
 		switch c.Letter() {
 		case 'A':
-			added[p] = true
+			out.Created = append(out.Created, p)
 		case 'D':
-			deleted[p] = true
+			out.Deleted = append(out.Deleted, p)
 		default:
+			// A directory whose entries changed is not itself modified; a
+			// path that changed between a directory and a file is.
 			if c.IsDir() && c.Flags()&^snapshot.ChangedContent == 0 {
 				return nil
 			}
-			modified = append(modified, p)
+			out.Modified = append(out.Modified, p)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("change tracking: %w", err)
 	}
-	// A path deleted and added again changed its type (file <-> directory).
-	for p := range added {
-		if deleted[p] {
-			delete(added, p)
-			delete(deleted, p)
-			modified = append(modified, p)
-		}
-	}
-	for p := range added {
-		out.Created = append(out.Created, p)
-	}
-	for p := range deleted {
-		out.Deleted = append(out.Deleted, p)
-	}
-	out.Modified = append(out.Modified, modified...)
 	slices.Sort(out.Created)
 	slices.Sort(out.Modified)
 	slices.Sort(out.Deleted)
