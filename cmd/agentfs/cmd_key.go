@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentfs/agentfs/internal/volkey"
-	"github.com/agentfs/agentfs/snapshot"
 )
 
 func init() { subcommands = append(subcommands, newKeyCmd) }
@@ -44,27 +43,22 @@ could read the volume key before can still decrypt the volume.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			store, err := openVolumeStore(ctx, args[0])
+			repo, closeRepo, err := openVolumeRepo(cmd, args[0])
 			if err != nil {
 				return err
 			}
-			defer func() { _ = store.Close() }()
-			repo, err := snapshot.OpenWithKey(ctx, store, volumeKeys(cmd))
-			if err != nil {
-				return err
-			}
-			defer repo.Close()
+			defer closeRepo()
 			if !repo.Encrypted() {
-				return fmt.Errorf("volume %s is not encrypted: there is no key to rotate (encryption is chosen at agentfs init --encrypt)", store.URL())
+				return fmt.Errorf("volume %s is not encrypted: there is no key to rotate (encryption is chosen at agentfs init --encrypt)", repo.URL())
 			}
 			src := volkey.Source{KeyFile: newKeyFile, FileFlag: "--new-key-file", KeyEnv: volkey.EnvNewKey, PassEnv: volkey.EnvNewPassphrase,
-				Prompt: cmd.ErrOrStderr(), Label: "new passphrase of " + store.URL(), Confirm: true}
+				Prompt: cmd.ErrOrStderr(), Label: "new passphrase of " + repo.URL(), Confirm: true}
 			if volkey.IsTerminal(os.Stdin) {
 				src.Terminal = os.Stdin
 			}
 			k, err := src.Get(true)
 			if err != nil {
-				return fmt.Errorf("rotate the key of %s: the new key: %w", store.URL(), err)
+				return fmt.Errorf("rotate the key of %s: the new key: %w", repo.URL(), err)
 			}
 			if err := repo.RotateKey(ctx, k); err != nil {
 				return err
@@ -73,7 +67,7 @@ could read the volume key before can still decrypt the volume.`,
 			if k.IsPassphrase() {
 				what = "a passphrase"
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "volume %s is now locked with %s; the old one no longer opens it\n", store.URL(), what)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "volume %s is now locked with %s; the old one no longer opens it\n", repo.URL(), what)
 			return err
 		},
 	}

@@ -44,16 +44,11 @@ snapshot.VolumeInfo.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			store, err := openVolumeStore(ctx, args[0])
+			repo, closeRepo, err := openVolumeRepo(cmd, args[0])
 			if err != nil {
 				return err
 			}
-			defer func() { _ = store.Close() }()
-			repo, err := snapshot.OpenWithKey(ctx, store, volumeKeys(cmd))
-			if err != nil {
-				return err
-			}
-			defer repo.Close()
+			defer closeRepo()
 			now := time.Now()
 			info, err := repo.Info(ctx, now)
 			if err != nil {
@@ -231,6 +226,26 @@ func openVolumeStore(ctx context.Context, arg string) (*blobstore.Store, error) 
 			"agentfs volume takes the volume's URL (agentfs status MOUNTPOINT shows a mount's)", arg)
 	}
 	return blobstore.Open(ctx, arg, blobstore.Options{})
+}
+
+// openVolumeRepo opens the volume at the URL arg with the command's key
+// (volumeKeys), for the commands that work on a whole volume. close closes
+// the volume, then its store.
+func openVolumeRepo(cmd *cobra.Command, arg string) (repo *snapshot.Repo, close func(), err error) {
+	ctx := cmd.Context()
+	store, err := openVolumeStore(ctx, arg)
+	if err != nil {
+		return nil, nil, err
+	}
+	repo, err = snapshot.OpenWithKey(ctx, store, volumeKeys(cmd))
+	if err != nil {
+		_ = store.Close()
+		return nil, nil, err
+	}
+	return repo, func() {
+		repo.Close()
+		_ = store.Close()
+	}, nil
 }
 
 // describeKey says how an encrypted volume's key is derived ("" for none).
