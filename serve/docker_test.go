@@ -1,19 +1,15 @@
 package serve_test
 
 import (
-	"context"
 	"errors"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/client"
-
 	"github.com/agentfs/agentfs/exec"
 	"github.com/agentfs/agentfs/internal/testenv"
+	"github.com/agentfs/agentfs/internal/testservices"
 	"github.com/agentfs/agentfs/serve/api"
 	sclient "github.com/agentfs/agentfs/serve/client"
 	"github.com/agentfs/agentfs/serve/workspace"
@@ -29,19 +25,7 @@ func testImage() string {
 
 // stateContainers counts the containers labelled with stateDir.
 func stateContainers(t *testing.T, stateDir string) int {
-	t.Helper()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cli.Close() }()
-	list, err := cli.ContainerList(context.Background(), container.ListOptions{
-		All: true, Filters: filters.NewArgs(filters.Arg("label", workspace.LabelStateDir+"="+stateDir)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(list)
+	return len(testservices.DockerContainers(t, workspace.LabelStateDir+"="+stateDir))
 }
 
 // TestDockerBackend: a workspace created with a docker backend runs exec,

@@ -10,11 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	dockerclient "github.com/docker/docker/client"
-
 	"github.com/agentfs/agentfs/internal/testenv"
+	"github.com/agentfs/agentfs/internal/testservices"
 	"github.com/agentfs/agentfs/serve/api"
 	"github.com/agentfs/agentfs/serve/workspace"
 )
@@ -22,23 +19,7 @@ import (
 // serveContainers lists the ids of the containers labelled with a
 // daemon's state directory.
 func serveContainers(t *testing.T, stateDir string) []string {
-	t.Helper()
-	cli, err := dockerclient.NewClientWithOpts(dockerclient.FromEnv, dockerclient.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cli.Close() }()
-	list, err := cli.ContainerList(context.Background(), container.ListOptions{
-		All: true, Filters: filters.NewArgs(filters.Arg("label", workspace.LabelStateDir+"="+stateDir)),
-	})
-	if err != nil {
-		testenv.Missing(t, "docker engine (bash scripts/setup-docker.sh)", err)
-	}
-	var ids []string
-	for _, c := range list {
-		ids = append(ids, c.ID)
-	}
-	return ids
+	return testservices.DockerContainers(t, workspace.LabelStateDir+"="+stateDir)
 }
 
 // TestServeDockerKill9: `agentfs serve --backend docker` runs the

@@ -16,13 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/client"
-
 	"github.com/agentfs/agentfs/exec"
 	"github.com/agentfs/agentfs/fs/fstest"
 	"github.com/agentfs/agentfs/internal/testenv"
+	"github.com/agentfs/agentfs/internal/testservices"
 	"github.com/agentfs/agentfs/serve/workspace"
 )
 
@@ -57,26 +54,9 @@ func acquireDocker(t *testing.T, m *workspace.Manager, name string) *workspace.H
 }
 
 // containers lists the ids of the containers labelled with stateDir,
-// running or not.
+// running or not, sorted.
 func containers(t *testing.T, stateDir string) []string {
-	t.Helper()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cli.Close() }()
-	list, err := cli.ContainerList(context.Background(), container.ListOptions{
-		All: true, Filters: filters.NewArgs(filters.Arg("label", workspace.LabelStateDir+"="+stateDir)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, c := range list {
-		ids = append(ids, c.ID)
-	}
-	slices.Sort(ids)
-	return ids
+	return testservices.DockerContainers(t, workspace.LabelStateDir+"="+stateDir)
 }
 
 // TestDockerWorkspace: a workspace created with a docker backend runs its
