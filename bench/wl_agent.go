@@ -28,27 +28,45 @@ func gitWorkload() Workload {
 	}
 }
 
-// sourceTree writes n generated source files under root, spread over
-// directories of at most 50 files, and returns their paths and total size.
+// sourceTree writes n generated source files under root (genSource's
+// tree) and returns their paths and total size.
 func sourceTree(rng *rand.Rand, root string, n int) ([]string, int64, error) {
 	var names []string
-	var total int64
-	for i := range n {
-		d := filepath.Join(root, "src", fmt.Sprintf("pkg%03d", i/treeFanout))
-		if i%treeFanout == 0 {
-			if err := os.MkdirAll(d, 0o755); err != nil {
-				return nil, 0, err
-			}
-		}
-		name := filepath.Join(d, fmt.Sprintf("file%05d.go", i))
-		body := sourceText(rng, i, 20+rng.IntN(150))
-		if err := createFile(name, body); err != nil {
-			return nil, 0, err
-		}
-		names = append(names, name)
-		total += int64(len(body))
+	total, err := genSource(rng, n,
+		func(dir string) error { return os.MkdirAll(filepath.Join(root, dir), 0o755) },
+		func(file string, body []byte) error {
+			name := filepath.Join(root, file)
+			names = append(names, name)
+			return createFile(name, body)
+		})
+	if err != nil {
+		return nil, 0, err
 	}
 	return names, total, nil
+}
+
+// genSource generates a tree of n source files: under src/, directories
+// pkgNNN of treeFanout files each. It calls dir with each directory's
+// slash-separated path before that directory's files, and file with each
+// file's path and contents, in order, and returns the files' total size.
+// The tree, git and edit-loop workloads share it, so one seed gives them
+// the same tree.
+func genSource(rng *rand.Rand, n int, dir func(path string) error, file func(path string, body []byte) error) (int64, error) {
+	var total int64
+	for i := range n {
+		d := fmt.Sprintf("src/pkg%03d", i/treeFanout)
+		if i%treeFanout == 0 {
+			if err := dir(d); err != nil {
+				return 0, err
+			}
+		}
+		body := sourceText(rng, i, 20+rng.IntN(150))
+		if err := file(fmt.Sprintf("%s/file%05d.go", d, i), body); err != nil {
+			return 0, err
+		}
+		total += int64(len(body))
+	}
+	return total, nil
 }
 
 // sourceText returns lines of plausible Go source for file i.

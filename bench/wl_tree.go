@@ -30,35 +30,31 @@ func treeWorkload() Workload {
 }
 
 // treeFanout is how many files each directory of a generated source tree
-// holds, as in sourceTree.
+// holds (genSource).
 const treeFanout = 50
 
-// sourceTar returns a tar archive of n generated source files (the tree
-// sourceTree writes, under src/), the number of files and their total size.
+// sourceTar returns a tar archive of n generated source files (genSource's
+// tree, under src/) and their total size.
 func sourceTar(rng *rand.Rand, n int) ([]byte, int64, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	mod := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var total int64
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "src/", Mode: 0o755, ModTime: mod}); err != nil {
+	dir := func(name string) error {
+		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: 0o755, ModTime: mod})
+	}
+	if err := dir("src"); err != nil {
 		return nil, 0, err
 	}
-	for i := range n {
-		d := fmt.Sprintf("src/pkg%03d", i/treeFanout)
-		if i%treeFanout == 0 {
-			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: mod}); err != nil {
-				return nil, 0, err
-			}
-		}
-		body := sourceText(rng, i, 20+rng.IntN(150))
-		h := &tar.Header{Typeflag: tar.TypeReg, Name: fmt.Sprintf("%s/file%05d.go", d, i), Mode: 0o644, Size: int64(len(body)), ModTime: mod}
+	total, err := genSource(rng, n, dir, func(name string, body []byte) error {
+		h := &tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(body)), ModTime: mod}
 		if err := tw.WriteHeader(h); err != nil {
-			return nil, 0, err
+			return err
 		}
-		if _, err := tw.Write(body); err != nil {
-			return nil, 0, err
-		}
-		total += int64(len(body))
+		_, err := tw.Write(body)
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
 	}
 	if err := tw.Close(); err != nil {
 		return nil, 0, err
