@@ -200,44 +200,57 @@ func TestDockerUser(t *testing.T) {
 	}
 }
 
-func TestDockerStaleContainers(t *testing.T) {
-	cli := dockerClient(t)
-	ctx := testCtx(t)
-	if _, err := cli.ImageInspect(ctx, testImage()); err != nil {
+// staleSetup returns what the stale-container tests share: a Docker client
+// (with the test image present), this host's name and the pid of a
+// process that has exited (a dead controller).
+func staleSetup(t *testing.T) (cli *client.Client, host, deadPID string) {
+	t.Helper()
+	cli = dockerClient(t)
+	if _, err := cli.ImageInspect(testCtx(t), testImage()); err != nil {
 		testenv.Missing(t, "docker image "+testImage()+" (bash scripts/setup-docker.sh)", err)
 	}
-	host, _ := os.Hostname()
-	// A dead controller: a process that has exited.
+	host, _ = os.Hostname()
 	dead := osexec.Command("true")
 	must(t, dead.Run())
+	return cli, host, strconv.Itoa(dead.Process.Pid)
+}
+
+// startSleeper starts a container of the test image that sleeps, with
+// labels and name ("": Docker names it), removed when t ends; it returns
+// its id.
+func startSleeper(t *testing.T, cli *client.Client, name string, labels map[string]string) string {
+	t.Helper()
+	ctx := testCtx(t)
+	c, err := cli.ContainerCreate(ctx, &container.Config{Image: testImage(), Cmd: []string{"sleep", "300"}, Labels: labels}, &container.HostConfig{NetworkMode: "none"}, nil, nil, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true})
+	})
+	must(t, cli.ContainerStart(ctx, c.ID, container.StartOptions{}))
+	return c.ID
+}
+
+func TestDockerStaleContainers(t *testing.T) {
+	cli, host, deadPID := staleSetup(t)
+	ctx := testCtx(t)
 	deadStart := "1" // any start time: the pid is gone (or reused, with another start time)
 	pid1Start, err := processStartTime(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mk := func(name string, labels map[string]string) string {
-		t.Helper()
-		c, err := cli.ContainerCreate(ctx, &container.Config{Image: testImage(), Cmd: []string{"sleep", "300"}, Labels: labels}, &container.HostConfig{NetworkMode: "none"}, nil, nil, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true})
-		})
-		must(t, cli.ContainerStart(ctx, c.ID, container.StartOptions{}))
-		return c.ID
-	}
 	suffix, _ := randomHex(4)
-	stale := mk("agentfs-test-stale-"+suffix, map[string]string{
-		LabelBackend: "1", LabelOwnerHost: host, LabelOwnerPID: strconv.Itoa(dead.Process.Pid), LabelOwnerStart: deadStart,
+	stale := startSleeper(t, cli, "agentfs-test-stale-"+suffix, map[string]string{
+		LabelBackend: "1", LabelOwnerHost: host, LabelOwnerPID: deadPID, LabelOwnerStart: deadStart,
 	})
-	live := mk("agentfs-test-live-"+suffix, map[string]string{
+	live := startSleeper(t, cli, "agentfs-test-live-"+suffix, map[string]string{
 		LabelBackend: "1", LabelOwnerHost: host, LabelOwnerPID: "1", LabelOwnerStart: pid1Start,
 	})
-	otherHost := mk("agentfs-test-otherhost-"+suffix, map[string]string{
-		LabelBackend: "1", LabelOwnerHost: host + "-elsewhere", LabelOwnerPID: strconv.Itoa(dead.Process.Pid), LabelOwnerStart: deadStart,
+	otherHost := startSleeper(t, cli, "agentfs-test-otherhost-"+suffix, map[string]string{
+		LabelBackend: "1", LabelOwnerHost: host + "-elsewhere", LabelOwnerPID: deadPID, LabelOwnerStart: deadStart,
 	})
-	reused := mk("agentfs-test-reused-"+suffix, map[string]string{
+	reused := startSleeper(t, cli, "agentfs-test-reused-"+suffix, map[string]string{
 		LabelBackend: "1", LabelOwnerHost: host, LabelOwnerPID: "1", LabelOwnerStart: pid1Start + "0",
 	})
 	newDockerBackend(t, dockerWorkspace(t), DockerOptions{})
@@ -253,25 +266,12 @@ func TestDockerStaleContainers(t *testing.T) {
 // as backends that start together do: each succeeds, whichever removes a
 // container first (the others find its removal in progress, or done).
 func TestDockerStaleSweepsConcurrent(t *testing.T) {
-	cli := dockerClient(t)
+	cli, host, deadPID := staleSetup(t)
 	ctx := testCtx(t)
-	if _, err := cli.ImageInspect(ctx, testImage()); err != nil {
-		testenv.Missing(t, "docker image "+testImage()+" (bash scripts/setup-docker.sh)", err)
-	}
-	host, _ := os.Hostname()
-	dead := osexec.Command("true")
-	must(t, dead.Run())
 	for range 3 {
-		c, err := cli.ContainerCreate(ctx, &container.Config{Image: testImage(), Cmd: []string{"sleep", "300"}, Labels: map[string]string{
-			LabelBackend: "1", LabelOwnerHost: host, LabelOwnerPID: strconv.Itoa(dead.Process.Pid), LabelOwnerStart: "1",
-		}}, &container.HostConfig{NetworkMode: "none"}, nil, nil, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true})
+		startSleeper(t, cli, "", map[string]string{
+			LabelBackend: "1", LabelOwnerHost: host, LabelOwnerPID: deadPID, LabelOwnerStart: "1",
 		})
-		must(t, cli.ContainerStart(ctx, c.ID, container.StartOptions{}))
 	}
 	errs := make(chan error, 6)
 	for range cap(errs) {
