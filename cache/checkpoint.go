@@ -702,7 +702,7 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 	bd := res.dirs[RootIno]
 	res.root = snapshot.RootDir{Mode: root.Mode, Uid: root.Uid, Gid: root.Gid, Atime: root.Atime, Mtime: root.Mtime,
 		Ctime: root.Ctime, Nlink: root.Nlink, Xattrs: root.Xattrs, Tree: bd.ref, SubFiles: bd.subFiles, SubBytes: bd.subBytes,
-		HasOrigin: root.HasOrigin, Modified: bd.mod && v.opts.Lower != nil}
+		HasOrigin: root.HasOrigin, Modified: bd.mod && v.readsThrough()}
 	return res, nil
 }
 
@@ -786,7 +786,7 @@ func (v *Volume) buildDir(txn *ktxn, up *uploader, r *inode, built map[uint64]bu
 			if e.Tree.IsZero() && !e.HasOrigin {
 				return bd, fmt.Errorf("directory %q (%d) has no tree: %w", name, child, ErrIO)
 			}
-			e.Modified = childMod && v.opts.Lower != nil
+			e.Modified = childMod && v.readsThrough()
 			bd.mod = bd.mod || childMod
 			bd.subFiles += e.SubFiles
 			bd.subBytes += e.SubBytes
@@ -811,9 +811,9 @@ func (v *Volume) buildDir(txn *ktxn, up *uploader, r *inode, built map[uint64]bu
 			}
 		}
 	}
-	if !bd.mod && v.opts.Lower != nil && r.HasOrigin {
-		// Nothing differs from the host directory: store the origin only
-		// (a zero tree); the directory reads through to the host again.
+	if !bd.mod && v.readsThrough() && r.HasOrigin {
+		// Nothing differs from the lower's directory: store the origin
+		// only (a zero tree); the directory reads through to it again.
 		bd.ref = snapshot.BlobRef{}
 		return bd, nil
 	}

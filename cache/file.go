@@ -780,8 +780,7 @@ func (v *Volume) writeLocked(n *node, data []byte, off, first, last uint64) erro
 			return err
 		}
 	}
-	if v.opts.Lower != nil && !n.rec.Mod {
-		n.rec.Mod = true
+	if v.markModified(n.rec) {
 		n.memDirty = true
 	}
 	now := v.now().UnixNano()
@@ -914,9 +913,7 @@ func (v *Volume) truncateLocked(n *node, size uint64) error {
 			return err
 		}
 	}
-	if v.opts.Lower != nil {
-		n.rec.Mod = true
-	}
+	v.markModified(n.rec)
 	n.rec.OriginSize = min(n.rec.OriginSize, size) // the host's bytes past it are gone
 	if old := n.rec.Size; size < old {
 		keep := (size + bs - 1) / bs // blocks [0, keep) survive

@@ -34,25 +34,10 @@ func (v *Volume) loadDir(ctx context.Context, ino uint64) error {
 		return nil
 	}
 	tree := rec.Tree
-	fromLower := tree.IsZero() && rec.HasOrigin && v.opts.Lower != nil
 	ch := v.fetches.DoChan("tree:"+strconv.FormatUint(ino, 10)+":"+tree.String()+":"+rec.Origin, func() (any, error) {
-		ctx := context.WithoutCancel(ctx)
-		var entries []snapshot.Entry
-		if fromLower {
-			// A directory of the host base, not materialized yet. One the
-			// host no longer has reads as empty.
-			var err error
-			if entries, err = v.opts.Lower.Entries(ctx, rec.Origin); err != nil {
-				return nil, err
-			}
-		} else {
-			b, err := v.repo.ReadBlob(ctx, tree)
-			if err != nil {
-				return nil, err
-			}
-			if entries, err = snapshot.DecodeTree(b); err != nil {
-				return nil, err
-			}
+		entries, err := v.dirEntries(context.WithoutCancel(ctx), tree, rec.HasOrigin, rec.Origin)
+		if err != nil {
+			return nil, err
 		}
 		return nil, v.installDir(ino, tree, entries)
 	})
@@ -99,8 +84,8 @@ func (v *Volume) installDir(ino uint64, tree snapshot.BlobRef, entries []snapsho
 	if rec.Loaded || rec.Tree != tree {
 		return nil // loaded (or replaced) meanwhile
 	}
-	if v.opts.Lower != nil {
-		// Nlink of a directory read through from the host is the host's;
+	if v.readsThrough() {
+		// Nlink of a directory read through from the lower is the lower's;
 		// the engine keeps it true to the entries it installs.
 		subdirs := uint32(0)
 		for i := range entries {

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"fmt"
 	"io"
 
 	"github.com/agentfs/agentfs/snapshot"
@@ -36,4 +37,36 @@ type Lower interface {
 type LowerFile interface {
 	io.ReaderAt
 	io.Closer
+}
+
+// readsThrough reports whether the volume has a lower layer. Then every
+// record says whether it differs from the lower (Mod, set by markModified
+// on every change), the trees a checkpoint writes carry it
+// (Entry.Modified), and a directory in which nothing differs is stored as
+// its origin alone (a zero tree), reading through to the lower again.
+func (v *Volume) readsThrough() bool { return v.opts.Lower != nil }
+
+// markModified records that r differs from the lower layer, if the volume
+// has one; it reports whether r.Mod changed.
+func (v *Volume) markModified(r *inode) bool {
+	if !v.readsThrough() || r.Mod {
+		return false
+	}
+	r.Mod = true
+	return true
+}
+
+// dirEntries returns the entries of a directory: its tree's, or, for a
+// directory of the lower layer not materialized yet (a zero tree with an
+// origin), the lower's listing of origin (empty if the lower no longer has
+// it).
+func (v *Volume) dirEntries(ctx context.Context, tree snapshot.BlobRef, hasOrigin bool, origin string) ([]snapshot.Entry, error) {
+	if tree.IsZero() && hasOrigin && v.readsThrough() {
+		return v.opts.Lower.Entries(ctx, origin)
+	}
+	b, err := v.repo.ReadBlob(ctx, tree)
+	if err != nil {
+		return nil, fmt.Errorf("read tree: %w", err)
+	}
+	return snapshot.DecodeTree(b)
 }

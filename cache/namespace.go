@@ -74,14 +74,12 @@ func (o *mop) get(ino uint64) (*inode, error) {
 	return r, nil
 }
 
-// put schedules r to be written. A changed inode differs from its base
-// (tracked for virtual workspaces over a host directory).
+// put schedules r to be written. A changed inode differs from its lower
+// layer (see readsThrough).
 func (o *mop) put(r *inode) {
 	o.recs[r.Ino] = r
 	o.dirty[r.Ino] = true
-	if o.v.opts.Lower != nil {
-		r.Mod = true
-	}
+	o.v.markModified(r)
 }
 
 // markEntry records that r's own attributes changed: the tree holding its

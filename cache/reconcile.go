@@ -248,21 +248,9 @@ func (rc *reconciler) dir(rec *inode, e *snapshot.Entry) error {
 		}
 		return rc.v.db.Update(func(txn *ktxn) error { return txn.Set(key64(pInode, rec.Ino), encodeInode(rec)) })
 	}
-	var entries []snapshot.Entry
-	if e.Tree.IsZero() && e.HasOrigin && rc.v.opts.Lower != nil {
-		// Back to the host directory itself.
-		var err error
-		if entries, err = rc.v.opts.Lower.Entries(rc.ctx, e.Origin); err != nil {
-			return err
-		}
-	} else {
-		b, err := rc.v.repo.ReadBlob(rc.ctx, e.Tree)
-		if err != nil {
-			return fmt.Errorf("read tree: %w", err)
-		}
-		if entries, err = snapshot.DecodeTree(b); err != nil {
-			return err
-		}
+	entries, err := rc.v.dirEntries(rc.ctx, e.Tree, e.HasOrigin, e.Origin)
+	if err != nil {
+		return err
 	}
 	live, err := rc.v.readDirLocked(rec.Ino)
 	if err != nil {
