@@ -28,10 +28,12 @@
 // The lower layer of a virtual workspace is an interface here (Lower, in
 // lower.go): overlay.HostDir implements it, and what reading through a
 // host directory lists and resolves is overlay's. The engine keeps what
-// the lower's bytes and attributes mean for its own state: the refresh of
-// an unchanged file from the host (refreshOrigin), reading and copying up
-// its blocks (readHost, fetchBlock), and the Mod flag that records what
-// differs from the base (the opts.Lower branches).
+// the lower's listings, attributes and bytes mean for its own state. In
+// lower.go: whether there is a lower (readsThrough) and the Mod flag that
+// records what differs from it (markModified), a directory's entries read
+// from the lower (dirEntries), the refresh of an unchanged file from it
+// (refreshOrigin). In file.go: reading and copying up its blocks
+// (readHost, fetchBlock).
 //
 // Still here: the namespace (kv.go, record.go, namespace.go, dirty.go,
 // load.go, attr.go), the per-file data state of open files (file.go: node,

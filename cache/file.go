@@ -119,48 +119,6 @@ func (v *Volume) loadNode(txn *ktxn, ino uint64) (*node, error) {
 	return n, nil
 }
 
-// refreshOrigin brings an unmodified file of a host base up to date with
-// the host: a file changed on the host since it was listed shows the
-// host's current attributes and bytes from its next open on. Modified
-// files keep their own. Called on a node not yet published.
-func (v *Volume) refreshOrigin(n *node) error {
-	r := n.rec
-	if v.opts.Lower == nil || !r.HasOrigin || r.Mod {
-		return nil
-	}
-	h, ok := v.lowerStat(r.Origin)
-	if !ok || h.Type != r.Type {
-		return nil // gone or replaced on the host: keep what was listed
-	}
-	if h.Size == r.Size && h.Mtime == r.Mtime && h.Ctime == r.Ctime && h.Mode == r.Mode && h.Uid == r.Uid && h.Gid == r.Gid {
-		return nil
-	}
-	r.Size, r.OriginSize = h.Size, h.Size
-	r.Mode, r.Uid, r.Gid = h.Mode, h.Uid, h.Gid
-	r.Atime, r.Mtime, r.Ctime = h.Atime, h.Mtime, h.Ctime
-	if r.Inline && r.Size > v.inlineMax {
-		r.Inline = false
-	}
-	n.present = map[uint64]bool{}
-	n.inline = nil
-	_ = v.files.Remove(n.ino) // copies of the old host bytes
-	return v.update(func(txn *ktxn, d *delta) error {
-		if err := v.writeFileRec(txn, d, r, false); err != nil {
-			return err
-		}
-		if err := txn.Delete(key64(pInline, n.ino)); err != nil {
-			return err
-		}
-		return txn.Delete(key64(pPresence, n.ino))
-	})
-}
-
-// lowerStat stats path in the lower; false if it cannot be had.
-func (v *Volume) lowerStat(path string) (snapshot.Entry, bool) {
-	h, err := v.opts.Lower.Stat(context.Background(), path)
-	return h, err == nil
-}
-
 // getValue returns a copy of the value of key, or false if it is absent.
 func getValue(txn *ktxn, key []byte) ([]byte, bool, error) {
 	it, err := txn.Get(key)
@@ -195,7 +153,7 @@ func (v *Volume) acquireNode(ino uint64) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := v.refreshOrigin(n); err != nil {
+	if err := v.refreshOrigin(context.Background(), n); err != nil {
 		return nil, err
 	}
 	v.nodesMu.Lock()

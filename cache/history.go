@@ -113,7 +113,3 @@ func (v *Volume) Head(ctx context.Context) (snapshot.Commit, error) {
 // Repo returns the volume's repository (for the layers above: diffs,
 // snapshots).
 func (v *Volume) Repo() *snapshot.Repo { return v.repo }
-
-// Lower returns the host directory a virtual workspace reads through to, or
-// nil.
-func (v *Volume) Lower() Lower { return v.opts.Lower }

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -69,4 +70,48 @@ func (v *Volume) dirEntries(ctx context.Context, tree snapshot.BlobRef, hasOrigi
 		return nil, fmt.Errorf("read tree: %w", err)
 	}
 	return snapshot.DecodeTree(b)
+}
+
+// refreshOrigin brings an unmodified file of the lower layer up to date
+// with it: a file changed in the lower since it was listed shows the
+// lower's current attributes and bytes from its next open on. Modified
+// files keep their own, and so does a file gone from the lower or replaced
+// by another type (what was listed stays). A failure to stat the origin
+// other than "not found" (no permission, an I/O error) is ErrIO naming the
+// origin. Called on a node not yet published.
+func (v *Volume) refreshOrigin(ctx context.Context, n *node) error {
+	r := n.rec
+	if !v.readsThrough() || !r.HasOrigin || r.Mod {
+		return nil
+	}
+	h, err := v.opts.Lower.Stat(ctx, r.Origin)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%w: stat %q in the lower layer: %w", ErrIO, r.Origin, err)
+	case h.Type != r.Type:
+		return nil
+	}
+	if h.Size == r.Size && h.Mtime == r.Mtime && h.Ctime == r.Ctime && h.Mode == r.Mode && h.Uid == r.Uid && h.Gid == r.Gid {
+		return nil
+	}
+	r.Size, r.OriginSize = h.Size, h.Size
+	r.Mode, r.Uid, r.Gid = h.Mode, h.Uid, h.Gid
+	r.Atime, r.Mtime, r.Ctime = h.Atime, h.Mtime, h.Ctime
+	if r.Inline && r.Size > v.inlineMax {
+		r.Inline = false
+	}
+	n.present = map[uint64]bool{}
+	n.inline = nil
+	_ = v.files.Remove(n.ino) // copies of the lower's old bytes
+	return v.update(func(txn *ktxn, d *delta) error {
+		if err := v.writeFileRec(txn, d, r, false); err != nil {
+			return err
+		}
+		if err := txn.Delete(key64(pInline, n.ino)); err != nil {
+			return err
+		}
+		return txn.Delete(key64(pPresence, n.ino))
+	})
 }

@@ -193,9 +193,10 @@ type Workspace struct {
 	host *HostDir // nil for a commit base
 }
 
-// NewWorkspace wraps an opened volume of a workspace branch (opened with
-// Options.Lower set to Prepare's host directory for a host base).
-func NewWorkspace(ctx context.Context, vol *cache.Volume) (*Workspace, error) {
+// NewWorkspace wraps an opened volume of a workspace branch. For a host
+// base, host is Prepare's host directory, the one the volume was opened
+// with as its Options.Lower; for a commit base it is nil.
+func NewWorkspace(ctx context.Context, vol *cache.Volume, host *HostDir) (*Workspace, error) {
 	head, err := vol.Head(ctx)
 	if err != nil {
 		return nil, err
@@ -205,11 +206,10 @@ func NewWorkspace(ctx context.Context, vol *cache.Volume) (*Workspace, error) {
 	}
 	w := &Workspace{vol: vol, repo: vol.Repo()}
 	if head.Virtual.HostDir != "" {
-		hd, ok := vol.Lower().(*HostDir)
-		if !ok {
+		if host == nil {
 			return nil, fmt.Errorf("workspace over %s opened without its host directory: %w", head.Virtual.HostDir, ErrNotVirtual)
 		}
-		w.host = hd
+		w.host = host
 	}
 	return w, nil
 }

@@ -169,7 +169,7 @@ func TestHostBase(t *testing.T) {
 		t.Fatalf("the host directory changed: %v", d)
 	}
 	wantDiff := []string{"A new.txt", "D docs/readme", "M lib/big.bin", "M lib/main.go", "R src -> lib"}
-	w := must[*Workspace](t)(NewWorkspace(ctx, v))
+	w := must[*Workspace](t)(NewWorkspace(ctx, v, hd))
 	if got := changeList(must[[]Change](t)(w.Diff(ctx))); !reflect.DeepEqual(got, wantDiff) {
 		t.Fatalf("diff = %v, want %v", got, wantDiff)
 	}
@@ -188,7 +188,7 @@ func TestHostBase(t *testing.T) {
 			t.Fatal(err)
 		}
 		v2 := openVol(t, repo, branch, dir, hd2)
-		w2 := must[*Workspace](t)(NewWorkspace(ctx, v2))
+		w2 := must[*Workspace](t)(NewWorkspace(ctx, v2, hd2))
 		if got := changeList(must[[]Change](t)(w2.Diff(ctx))); !reflect.DeepEqual(got, wantDiff) {
 			t.Fatalf("diff after remount = %v", got)
 		}
@@ -266,7 +266,7 @@ func TestCommitBase(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := openVol(t, repo, branch, "", nil)
-	w := must[*Workspace](t)(NewWorkspace(ctx, v))
+	w := must[*Workspace](t)(NewWorkspace(ctx, v, nil))
 	write(t, v, "edit.txt", []byte("v2"), 0)
 	write(t, v, "junk.txt", []byte("junk"), 0)
 	root := must[cache.Attr](t)(lookupPath(ctx, v, ""))

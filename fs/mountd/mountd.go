@@ -92,12 +92,14 @@ func Serve(ctx context.Context, cfg Config, ready func(control.Info)) error {
 	}
 	defer func() { _ = store.Close() }()
 	defer repo.Close()
-	vol, branch, closeLower, err := openVolume(ctx, cfg, repo, lg)
+	vol, branch, host, err := openVolume(ctx, cfg, repo, lg)
 	if err != nil {
 		return err
 	}
-	defer closeLower()
-	m := &backend{vol: vol, log: lg, cacheDir: cfg.CacheDir, gone: make(chan struct{}), closed: make(chan struct{})}
+	if host != nil {
+		defer func() { _ = host.Close() }()
+	}
+	m := &backend{vol: vol, host: host, log: lg, cacheDir: cfg.CacheDir, gone: make(chan struct{}), closed: make(chan struct{})}
 	volClosed := false
 	defer func() {
 		if !volClosed {
@@ -149,34 +151,34 @@ func Serve(ctx context.Context, cfg Config, ready func(control.Info)) error {
 
 // openVolume opens the engine on the branch cfg names, or on a virtual
 // workspace's branch (made ready by overlay.Prepare, with its host
-// directory as the lower layer), and returns the branch it serves.
-// closeLower closes that host directory; call it after closing the volume.
-func openVolume(ctx context.Context, cfg Config, repo *snapshot.Repo, lg *slog.Logger) (vol *cache.Volume, branch string, closeLower func(), err error) {
+// directory as the lower layer), and returns the branch it serves and that
+// host directory (nil if none): close it after closing the volume.
+func openVolume(ctx context.Context, cfg Config, repo *snapshot.Repo, lg *slog.Logger) (vol *cache.Volume, branch string, lower *overlay.HostDir, err error) {
 	host, _ := os.Hostname()
 	opts := cache.Options{
 		Repo: repo, CacheDir: cfg.CacheDir, Branch: cfg.Branch, ReadOnly: cfg.ReadOnly,
 		CacheSize: cfg.CacheSize, CheckpointInterval: cfg.CheckpointInterval,
 		Logger: lg, Host: host, MountPoint: cfg.MountPoint,
 	}
-	closeLower = func() {}
 	if v := cfg.Virtual; v != nil {
 		branch, hd, err := overlay.Prepare(ctx, repo, v.Name, v.Base, host, time.Now())
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("virtual workspace %s: %w", v.Name, err)
 		}
 		if hd != nil {
-			opts.Lower = hd
-			closeLower = func() { _ = hd.Close() }
+			opts.Lower, lower = hd, hd
 		}
 		opts.Branch = branch
 	}
 	WriteCacheInfo(cfg.CacheDir, cfg.URL, opts.Branch)
 	vol, err = cache.Open(ctx, opts)
 	if err != nil {
-		closeLower()
+		if lower != nil {
+			_ = lower.Close()
+		}
 		return nil, "", nil, err
 	}
-	return vol, opts.Branch, closeLower, nil
+	return vol, opts.Branch, lower, nil
 }
 
 // openWorkspace opens the virtual workspace v over the volume (nil: a
@@ -185,7 +187,7 @@ func (m *backend) openWorkspace(ctx context.Context, v *Virtual) (*control.Virtu
 	if v == nil {
 		return nil, nil
 	}
-	ws, err := overlay.NewWorkspace(ctx, m.vol)
+	ws, err := overlay.NewWorkspace(ctx, m.vol, m.host)
 	if err != nil {
 		return nil, err
 	}
@@ -284,10 +286,11 @@ func (m *backend) closeVolume(ctx context.Context, ctl *control.Server) error {
 // backend is a served mount: the control server's Backend (with History,
 // AutoGC and VirtualBackend).
 type backend struct {
-	vol *cache.Volume
-	srv *afs.Server
-	log *slog.Logger
-	ws  *overlay.Workspace // a virtual mount's workspace, else nil
+	vol  *cache.Volume
+	host *overlay.HostDir // the lower layer of a virtual mount over a host directory, else nil
+	srv  *afs.Server
+	log  *slog.Logger
+	ws   *overlay.Workspace // a virtual mount's workspace, else nil
 
 	autogc   *autoGC // the background gc of a read-write mount, else nil
 	cacheDir string  // the mount's cache directory, for messages
