@@ -72,62 +72,34 @@ func (e fileEvictor) EvictFile(ino uint64) error {
 }
 
 // evictOpen drops the clean blocks of open file n except those its readers
-// are about to use: the blocks around the end of the last read and the
-// read-ahead window after it, and the block fetched last (a reader between
-// its fetch and its read). A reader that still finds a block gone fetches
-// it again: readers look at n.present under n.mu, which this holds
-// exclusively, so none ever reads a punched block as zeros. The presence
-// is persisted before the blocks are punched, so that no crash leaves a
-// block recorded present that reads as zeros.
+// are about to use (data.File.Evictable). A reader that still finds a block
+// gone fetches it again: readers look at the present blocks under n.mu,
+// which this holds exclusively, so none ever reads a punched block as
+// zeros. The presence is persisted before the blocks are punched, so that
+// no crash leaves a block recorded present that reads as zeros.
 func (v *Volume) evictOpen(n *node) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.rec.Inline || len(n.present) == 0 {
-		return nil
-	}
-	bs := v.chunkSize
-	cur := n.lastEnd.Load() / bs
-	keep := func(b uint64) bool {
-		return (b+1 >= cur && b <= cur+uint64(v.opts.ReadAhead)) || b+1 == n.lastFetched
-	}
-	var drop []uint64
-	for b := range n.present {
-		if !keep(b) && !n.rec.isDirty(b) {
-			drop = append(drop, b)
-		}
-	}
+	drop := n.d.Evictable(n.layout(), v.opts.ReadAhead)
 	if len(drop) == 0 {
 		return nil
 	}
+	var freed int64
 	for _, b := range drop {
-		delete(n.present, b)
+		freed += n.d.Unpresent(b, n.rec.Size)
 	}
-	n.presenceDirty = true
 	if err := v.persistNode(n); err != nil {
-		for _, b := range drop {
-			n.present[b] = true
-		}
+		n.d.Represent(drop)
 		return err
 	}
 	f, err := n.file(false)
 	if err == nil && f != nil {
 		// A block not punched is not present any more either: a later
 		// fetch overwrites its bytes.
-		err = data.Punch(f, drop, bs)
+		err = data.Punch(f, drop, v.chunkSize)
 	}
-	v.blocks.Add(n.ino, -v.extents(n, drop))
+	v.blocks.Add(n.ino, -freed)
 	return err
-}
-
-// extents returns the bytes the block cache counts for blocks bs of n (a
-// block's extent within the file, as installBlock counts it). Caller holds
-// n.mu.
-func (v *Volume) extents(n *node, blocks []uint64) int64 {
-	var sum int64
-	for _, b := range blocks {
-		sum += int64(min(v.chunkSize, n.rec.Size-min(n.rec.Size, b*v.chunkSize)))
-	}
-	return sum
 }
 
 // evictIno drops the clean blocks of a file that is not open. Caller holds

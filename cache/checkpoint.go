@@ -432,7 +432,7 @@ func (v *Volume) captureFile(up *uploader, ino uint64, frozen bool) error {
 	if n != nil {
 		n.mu.RLock()
 		defer n.mu.RUnlock()
-		if !n.rec.Inline && n.f == nil && len(n.rec.Dirty) > 0 {
+		if !n.rec.Inline && n.d.DataFile() == nil && len(n.rec.Dirty) > 0 {
 			n.mu.RUnlock()
 			n.mu.Lock()
 			_, err := n.file(false)
@@ -473,7 +473,7 @@ func (v *Volume) captureFile(up *uploader, ino uint64, frozen bool) error {
 // again (and apply does not take the stale copy).
 func (v *Volume) captureBlock(up *uploader, n *node, b uint64) error {
 	n.mu.RLock()
-	if !n.rec.Inline && n.f == nil && n.rec.isDirty(b) {
+	if !n.rec.Inline && n.d.DataFile() == nil && n.rec.isDirty(b) {
 		n.mu.RUnlock()
 		n.mu.Lock()
 		_, err := n.file(false)
@@ -1023,9 +1023,7 @@ func (v *Volume) applyFile(wb *batch, d *delta, ino uint64, blocks []uint64, up 
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		r = n.rec.clone()
-		for b := range n.present {
-			present[b] = true
-		}
+		present = n.d.Present()
 	} else {
 		err := v.db.View(func(txn *ktxn) error {
 			var err error
@@ -1093,8 +1091,7 @@ func (v *Volume) applyFile(wb *batch, d *delta, ino uint64, blocks []uint64, up 
 		// Only the chunk map and dirty list changed; memory-only size and
 		// time changes made since the freeze stay pending.
 		n.rec.Chunks, n.rec.Dirty = r.Chunks, r.Dirty
-		n.present = present
-		n.presenceDirty = false
+		n.d.SetPresent(present)
 	} else {
 		wb.op(func(t *ktxn) error { return write(t, d) })
 	}

@@ -20,10 +20,16 @@
 // so far:
 //   - cache/data, the data side: the data files, the block cache's
 //     accounting and eviction policy, chunk fetches (once for concurrent
-//     readers) and the read-ahead bound, the presence record's encoding.
-//     It knows no namespace: it reaches back through data.Evictor
-//     (blockcache.go here: what evicting one file means for its records
-//     and open node) and reads chunks through data.ChunkSource (the repo).
+//     readers) and the read-ahead bound, the presence record's encoding,
+//     and data.File, an open file's local data state (present blocks,
+//     local bytes, its origin file in the lower layer) with where each
+//     block's bytes come from (dirty or present, the store, the lower, a
+//     hole), reading them, installing fetched and copied-up blocks, and
+//     which blocks read-ahead fetches and eviction may drop. It knows no
+//     namespace: it reads a file's record through data.Layout (file.go
+//     here), reaches back through data.Evictor (blockcache.go here: what
+//     evicting one file means for its records and open node) and reads
+//     chunks through data.ChunkSource (the repo).
 //
 // The lower layer of a virtual workspace is an interface here (Lower, in
 // lower.go): overlay.HostDir implements it, and what reading through a
@@ -32,12 +38,12 @@
 // lower.go: whether there is a lower (readsThrough) and the Mod flag that
 // records what differs from it (markModified), a directory's entries read
 // from the lower (dirEntries), the refresh of an unchanged file from it
-// (refreshOrigin). In file.go: reading and copying up its blocks
-// (readHost, fetchBlock).
+// (refreshOrigin), opening a file's origin (node.openOrigin, file.go).
+// Reading and copying up its blocks is data.File's.
 //
 // Still here: the namespace (kv.go, record.go, namespace.go, dirty.go,
-// load.go, attr.go), the per-file data state of open files (file.go: node,
-// where each block's bytes come from, write-back, truncation), and the
+// load.go, attr.go), the open files (file.go: node, its record and its
+// data.File under one lock; fetching, write-back, truncation), and the
 // committer (checkpoint.go, reconcile.go, history.go).
 //
 // Directories of the base commit load lazily, on first lookup or readdir, so

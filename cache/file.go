@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -20,38 +18,50 @@ import (
 // the engine). While a node exists its rec is the authoritative record of
 // the inode; namespace changes read and install it through mop.
 //
-// A block of the file is in one of these states:
+// A block of the file is in one of these states (data.Source):
 //   - dirty (rec.Dirty): the local bytes are newer than any chunk;
-//   - present (n.present): clean, and the local bytes are those of its
-//     committed chunk (the block cache);
+//   - present (n.d): clean, and the local bytes are those of its
+//     committed chunk (the block cache), or a copy of its origin's;
 //   - remote: it has a committed chunk not present locally;
+//   - lower: it reads through to the file's origin in the lower layer;
 //   - a hole: none of the above; it reads as zeros.
 //
-// Local bytes live in a data file of the inode's own, or, for an inline
-// file (rec.Inline: small, only block 0), in n.inline and the database.
-// Invariant: data-file bytes outside dirty and present blocks, and past the
-// file's size, are zeros (holes): truncation cuts the file, eviction and
-// SwitchTo punch blocks out. Reads of holes rely on it.
+// The local bytes, the present blocks and the origin file are n.d's (a
+// data.File, with its invariants); the record says which blocks are dirty
+// or committed. Local bytes live in a data file of the inode's own, or,
+// for an inline file (rec.Inline: small, only block 0), in memory and the
+// database. Invariant: data-file bytes outside dirty and present blocks,
+// and past the file's size, are zeros (holes): truncation cuts the file,
+// eviction and SwitchTo punch blocks out. Reads of holes rely on it.
 type node struct {
 	v   *Volume
 	ino uint64
 
 	mu sync.RWMutex
-	// guarded by mu:
-	rec           *inode
-	memDirty      bool            // rec has changes not yet persisted
-	present       map[uint64]bool // clean blocks held locally
-	presenceDirty bool
-	inline        []byte    // inline files: block 0's bytes when present or dirty
-	inlineDirty   bool      // inline holds bytes the database does not
-	f             *os.File  // the data file, opened on first need
-	lower         LowerFile // the origin file of the host base, opened on first need
-	lastFetched   uint64    // 1 + the block installed last (0: none), kept from eviction
-
-	lastEnd atomic.Uint64 // end of the last read, for read-ahead
+	// guarded by mu (n.d too, but for its atomic NoteRead):
+	rec      *inode
+	memDirty bool       // rec has changes not yet persisted
+	d        *data.File // the local data state
 
 	opens int // guarded by v.nodesMu
 }
+
+// layout is a file's record as its data.File reads it.
+type layout struct{ r *inode }
+
+func (l layout) Size() uint64                            { return l.r.Size }
+func (l layout) Inline() bool                            { return l.r.Inline }
+func (l layout) IsDirty(b uint64) bool                   { return l.r.isDirty(b) }
+func (l layout) Chunk(b uint64) (snapshot.BlobRef, bool) { return l.r.chunk(b) }
+func (l layout) OriginSize() uint64 {
+	if !l.r.HasOrigin {
+		return 0
+	}
+	return l.r.OriginSize
+}
+
+// layout returns n's record as n.d reads it. Caller holds n.mu.
+func (n *node) layout() data.Layout { return layout{n.rec} }
 
 // holdNode returns the node of inode ino, counting one more user (to be
 // released with releaseNode), or nil if the inode has none or its last
@@ -98,15 +108,14 @@ func (v *Volume) loadNode(txn *ktxn, ino uint64) (*node, error) {
 	default:
 		return nil, ErrInvalid
 	}
-	n := &node{v: v, ino: ino, rec: r, present: map[uint64]bool{}}
+	var present []uint64
 	if b, ok, err := getValue(txn, key64(pPresence, ino)); err != nil {
 		return nil, err
 	} else if ok {
-		for _, idx := range data.DecodePresence(b) {
-			n.present[idx] = true
-		}
+		present = data.DecodePresence(b)
 	}
-	if r.Inline && (n.present[0] || r.isDirty(0)) {
+	var inline []byte
+	if r.Inline && (slices.Contains(present, 0) || r.isDirty(0)) {
 		b, ok, err := getValue(txn, key64(pInline, ino))
 		if err != nil {
 			return nil, err
@@ -114,9 +123,9 @@ func (v *Volume) loadNode(txn *ktxn, ino uint64) (*node, error) {
 		if !ok {
 			return nil, fmt.Errorf("inline bytes of inode %d are missing: %w", ino, ErrIO)
 		}
-		n.inline = b
+		inline = b
 	}
-	return n, nil
+	return &node{v: v, ino: ino, rec: r, d: data.NewFile(v.files, ino, v.chunkSize, present, inline)}, nil
 }
 
 // getValue returns a copy of the value of key, or false if it is absent.
@@ -212,30 +221,13 @@ func (v *Volume) releaseNode(n *node) error {
 	return err
 }
 
-func (n *node) closeFile() {
-	if n.f != nil {
-		_ = n.f.Close()
-		n.f = nil
-	}
-	if n.lower != nil {
-		_ = n.lower.Close()
-		n.lower = nil
-	}
-}
+// closeFile closes n's data file and origin file. Caller holds n.mu
+// exclusively.
+func (n *node) closeFile() { n.d.Close() }
 
 // file returns the data file, opening (and with create, creating) it; nil
 // if it does not exist and create is false. Caller holds n.mu exclusively.
-func (n *node) file(create bool) (*os.File, error) {
-	if n.f != nil {
-		return n.f, nil
-	}
-	f, err := n.v.files.Open(n.ino, create)
-	if err != nil || f == nil {
-		return nil, err
-	}
-	n.f = f
-	return f, nil
-}
+func (n *node) file(create bool) (*os.File, error) { return n.d.OpenData(create) }
 
 // persistTxn writes n's in-memory changes in txn: the record (marking the
 // tree that holds its entry), inline bytes, presence. Caller holds n.mu and
@@ -251,11 +243,11 @@ func (v *Volume) persistTxn(txn *ktxn, d *delta, n *node) error {
 			return err
 		}
 	}
-	if n.rec.Inline && (n.inlineDirty || n.presenceDirty) {
+	if n.rec.Inline && (n.d.InlineDirty() || n.d.PresenceDirty()) {
 		k := key64(pInline, n.ino)
 		var err error
-		if n.present[0] || n.rec.isDirty(0) {
-			err = txn.Set(k, slices.Clone(n.inline))
+		if n.d.IsPresent(0) || n.rec.isDirty(0) {
+			err = txn.Set(k, slices.Clone(n.d.Inline()))
 		} else {
 			err = txn.Delete(k)
 		}
@@ -263,22 +255,25 @@ func (v *Volume) persistTxn(txn *ktxn, d *delta, n *node) error {
 			return err
 		}
 	}
-	if n.presenceDirty {
+	if n.d.PresenceDirty() {
 		k := key64(pPresence, n.ino)
-		if len(n.present) == 0 {
-			return txn.Delete(k)
+		if rec := n.d.PresenceRecord(); rec != nil {
+			return txn.Set(k, rec)
 		}
-		return txn.Set(k, data.EncodePresence(n.present))
+		return txn.Delete(k)
 	}
 	return nil
 }
 
-func (n *node) persisted() { n.memDirty, n.presenceDirty, n.inlineDirty = false, false, false }
+func (n *node) persisted() {
+	n.memDirty = false
+	n.d.Persisted()
+}
 
 // persistNode writes n's in-memory changes to the database. Caller holds
 // n.mu exclusively.
 func (v *Volume) persistNode(n *node) error {
-	if !n.memDirty && !n.presenceDirty && !n.inlineDirty {
+	if !n.memDirty && !n.d.PresenceDirty() && !n.d.InlineDirty() {
 		return nil
 	}
 	if err := v.update(func(txn *ktxn, d *delta) error { return v.persistTxn(txn, d, n) }); err != nil {
@@ -378,9 +373,10 @@ func (v *Volume) Read(ctx context.Context, ino uint64, buf []byte, off uint64) (
 		}
 		end := min(off+uint64(len(buf)), size)
 		first, last := v.blockRange(off, end)
+		l := n.layout()
 		need, ok := uint64(0), false
 		for b := first; b <= last; b++ {
-			if v.blockRemote(n, b) {
+			if n.d.Source(l, b) == data.Remote {
 				need, ok = b, true
 				break
 			}
@@ -393,15 +389,15 @@ func (v *Volume) Read(ctx context.Context, ino uint64, buf []byte, off uint64) (
 			continue
 		}
 		needLower := false
-		for b := first; b <= last && n.lower == nil; b++ {
-			needLower = needLower || v.blockSource(n, b) == srcHost
+		for b := first; b <= last && !n.d.HasOrigin(); b++ {
+			needLower = needLower || n.d.Source(l, b) == data.Lower
 		}
-		if !opened && ((!n.rec.Inline && n.f == nil && (len(n.present) > 0 || len(n.rec.Dirty) > 0)) || needLower) {
+		if !opened && (n.d.NeedsData(l, len(n.rec.Dirty) > 0) || needLower) {
 			n.mu.RUnlock()
 			n.mu.Lock()
 			_, err := n.file(false)
 			if err == nil && needLower {
-				err = n.openLower(ctx)
+				err = n.d.OpenOrigin(n.openOrigin(ctx))
 			}
 			n.mu.Unlock()
 			if err != nil {
@@ -416,7 +412,7 @@ func (v *Volume) Read(ctx context.Context, ino uint64, buf []byte, off uint64) (
 		if err != nil {
 			return 0, err
 		}
-		seq := n.lastEnd.Swap(end) == off
+		seq := n.d.NoteRead(off, end)
 		v.blocks.Touch(ino)
 		if v.blocks.OverHard() {
 			v.evict()
@@ -428,122 +424,47 @@ func (v *Volume) Read(ctx context.Context, ino uint64, buf []byte, off uint64) (
 	}
 }
 
-// source says where a block's bytes come from.
-type source int
-
-const (
-	srcHole   source = iota // zeros
-	srcLocal                // the local bytes (dirty, or present)
-	srcRemote               // a committed chunk not present locally
-	srcHost                 // the origin file of a host base
-)
-
-// blockSource tells where block b's bytes come from. Caller holds n.mu.
-func (v *Volume) blockSource(n *node, b uint64) source {
-	if n.present[b] || n.rec.isDirty(b) {
-		return srcLocal
-	}
-	if _, has := n.rec.chunk(b); has {
-		return srcRemote
-	}
-	if n.rec.HasOrigin && b*v.chunkSize < n.rec.OriginSize {
-		return srcHost
-	}
-	return srcHole
-}
-
-// blockRemote reports whether block b must be fetched before it is read.
-// Caller holds n.mu.
-func (v *Volume) blockRemote(n *node, b uint64) bool { return v.blockSource(n, b) == srcRemote }
-
 // blockToCopy reports whether block b must be made local before part of
-// it is overwritten: a remote chunk, or a block of a host origin (copy-up).
-// Caller holds n.mu.
-func (v *Volume) blockToCopy(n *node, b uint64) bool {
-	s := v.blockSource(n, b)
-	return s == srcRemote || s == srcHost
+// it is overwritten: a remote chunk, or a block of the lower layer
+// (copy-up). Caller holds n.mu.
+func (n *node) blockToCopy(b uint64) bool {
+	s := n.d.Source(n.layout(), b)
+	return s == data.Remote || s == data.Lower
 }
 
-// readRange reads p at off, block by block from where each block's bytes
-// are: local bytes (holes read as zeros from them), or the host origin.
-// Remote blocks must have been fetched. Caller holds n.mu.
+// readRange reads p at off from where each block's bytes are (remote
+// blocks must have been fetched). Caller holds n.mu.
 func (n *node) readRange(p []byte, off uint64) error {
-	bs := n.v.chunkSize
-	for len(p) > 0 {
-		// A run of blocks with the same kind of source: one read.
-		host := n.v.blockSource(n, off/bs) == srcHost
-		end := off + uint64(len(p))
-		for b := off/bs + 1; b*bs < end; b++ {
-			if (n.v.blockSource(n, b) == srcHost) != host {
-				end = b * bs
-				break
-			}
-		}
-		seg := p[:end-off]
-		var err error
-		if host {
-			err = n.readHost(seg, off)
-		} else {
-			err = n.readLocal(seg, off)
-		}
-		if err != nil {
-			return err
-		}
-		p, off = p[len(seg):], end
-	}
-	return nil
-}
-
-// openLower opens the origin file. Caller holds n.mu exclusively.
-func (n *node) openLower(ctx context.Context) error {
-	if n.lower != nil || !n.rec.HasOrigin || n.v.opts.Lower == nil {
-		return nil
-	}
-	f, err := n.v.opts.Lower.Open(ctx, n.rec.Origin)
-	if err != nil {
-		return fmt.Errorf("%w: open %q of the host base: %w", ErrIO, n.rec.Origin, err)
-	}
-	n.lower = f
-	return nil
-}
-
-// readHost reads p at off from the origin file: bytes at or past OriginSize
-// (or past the host file's end) read as zeros. Caller holds n.mu.
-func (n *node) readHost(p []byte, off uint64) error {
-	got := 0
-	if n.lower != nil && off < n.rec.OriginSize {
-		want := p[:min(uint64(len(p)), n.rec.OriginSize-off)]
-		var err error
-		got, err = n.lower.ReadAt(want, int64(off))
-		if err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("%w: read %q of the host base: %w", ErrIO, n.rec.Origin, err)
-		}
-	}
-	clear(p[got:])
-	return nil
+	return n.originErr(n.d.ReadRange(n.layout(), p, off))
 }
 
 // readLocal reads p at off from the local bytes; bytes not held read as
 // zeros. Caller holds n.mu (read or write).
 func (n *node) readLocal(p []byte, off uint64) error {
-	if n.rec.Inline {
-		got := 0
-		if off < uint64(len(n.inline)) {
-			got = copy(p, n.inline[off:])
+	return n.d.ReadLocal(n.layout(), p, off)
+}
+
+// openOrigin returns how n.d opens the file's origin in the lower layer
+// (none when the volume has no lower: its blocks read as zeros).
+func (n *node) openOrigin(ctx context.Context) func() (data.OriginFile, error) {
+	return func() (data.OriginFile, error) {
+		if !n.rec.HasOrigin || !n.v.readsThrough() {
+			return nil, nil
 		}
-		clear(p[got:])
-		return nil
+		f, err := n.v.opts.Lower.Open(ctx, n.rec.Origin)
+		if err != nil {
+			return nil, fmt.Errorf("%w: open %q in the lower layer: %w", ErrIO, n.rec.Origin, err)
+		}
+		return f, nil
 	}
-	if n.f == nil {
-		clear(p)
-		return nil
+}
+
+// originErr makes a failure to read the origin file ErrIO naming it.
+func (n *node) originErr(err error) error {
+	if errors.Is(err, data.ErrOrigin) {
+		return fmt.Errorf("%w: read %q in the lower layer: %w", ErrIO, n.rec.Origin, err)
 	}
-	got, err := n.f.ReadAt(p, int64(off))
-	if err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("cache data file: %w", err)
-	}
-	clear(p[got:])
-	return nil
+	return err
 }
 
 // fetchBlock makes block b of n present: it fetches its chunk (once for
@@ -552,72 +473,48 @@ func (n *node) readLocal(p []byte, off uint64) error {
 func (v *Volume) fetchBlock(ctx context.Context, n *node, b uint64) error {
 	n.mu.RLock()
 	ref, _ := n.rec.chunk(b)
-	src := v.blockSource(n, b)
+	src := n.d.Source(n.layout(), b)
 	n.mu.RUnlock()
-	var data []byte
 	switch src {
-	case srcHost:
-		// Copy-up of one block of a host origin, read under the lock so
-		// that the origin cannot change meanwhile.
+	case data.Lower:
+		// Copy-up of one block of the origin, read under the lock so that
+		// the origin cannot change meanwhile.
 		n.mu.Lock()
 		defer n.mu.Unlock()
-		if v.blockSource(n, b) != srcHost {
+		l := n.layout()
+		if n.d.Source(l, b) != data.Lower {
 			return nil
 		}
-		if err := n.openLower(ctx); err != nil {
-			return err
+		p, err := n.d.CopyUp(l, b, n.openOrigin(ctx))
+		if err != nil {
+			return n.originErr(err)
 		}
-		start := b * v.chunkSize
-		data = make([]byte, min(v.chunkSize, n.rec.OriginSize-start))
-		if err := n.readHost(data, start); err != nil {
-			return err
-		}
-		return v.installBlock(n, b, data)
-	case srcRemote:
+		return v.installBlock(n, b, p)
+	case data.Remote:
 	default:
 		return nil
 	}
-	data, err := v.fetchChunk(ctx, ref)
+	p, err := v.fetchChunk(ctx, ref)
 	if err != nil {
 		return err
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	cur, has := n.rec.chunk(b)
-	if n.present[b] || n.rec.isDirty(b) || !has || cur != ref {
+	if n.d.IsPresent(b) || n.rec.isDirty(b) || !has || cur != ref {
 		return nil
 	}
-	return v.installBlock(n, b, data)
+	return v.installBlock(n, b, p)
 }
 
-// installBlock stores data as the local bytes of block b and marks it
-// present. Caller holds n.mu exclusively.
-func (v *Volume) installBlock(n *node, b uint64, data []byte) error {
-	// The block's extent in the file: bytes past the chunk read as zeros.
-	start := b * v.chunkSize
-	extent := min(v.chunkSize, n.rec.Size-start)
-	buf := data
-	if uint64(len(buf)) > extent {
-		buf = buf[:extent]
+// installBlock stores p as the local bytes of block b, marks it present
+// and counts it in the block cache. Caller holds n.mu exclusively.
+func (v *Volume) installBlock(n *node, b uint64, p []byte) error {
+	added, err := n.d.Install(n.layout(), b, p)
+	if err != nil {
+		return err
 	}
-	if n.rec.Inline {
-		n.inline = slices.Clone(buf)
-	} else {
-		if uint64(len(buf)) < extent {
-			buf = append(slices.Clip(buf), make([]byte, extent-uint64(len(buf)))...)
-		}
-		f, err := n.file(true)
-		if err != nil {
-			return err
-		}
-		if _, err := f.WriteAt(buf, int64(start)); err != nil {
-			return fmt.Errorf("cache data file: %w", err)
-		}
-	}
-	n.present[b] = true
-	n.presenceDirty = true
-	n.lastFetched = b + 1
-	v.blocks.Add(n.ino, int64(len(buf)))
+	v.blocks.Add(n.ino, added)
 	return nil
 }
 
@@ -635,12 +532,7 @@ func (v *Volume) fetchChunk(ctx context.Context, ref snapshot.BlobRef) ([]byte, 
 // background, without waiting for a free slot.
 func (v *Volume) readAheadFrom(n *node, b uint64) {
 	n.mu.RLock()
-	var todo []uint64
-	for i := b; i < b+uint64(v.opts.ReadAhead) && i*v.chunkSize < n.rec.Size; i++ {
-		if v.blockRemote(n, i) {
-			todo = append(todo, i)
-		}
-	}
+	todo := n.d.RemoteFrom(n.layout(), b, v.opts.ReadAhead)
 	n.mu.RUnlock()
 	for _, blk := range todo {
 		if !v.fetch.StartReadAhead() {
@@ -683,7 +575,7 @@ func (v *Volume) Write(ctx context.Context, ino uint64, data []byte, off uint64)
 		// A partial write to a remote block needs its old bytes first.
 		need, ok := uint64(0), false
 		for b := first; b <= last; b++ {
-			if v.blockToCopy(n, b) && !v.covers(off, end, b, n.rec.Size) {
+			if n.blockToCopy(b) && !v.covers(off, end, b, n.rec.Size) {
 				need, ok = b, true
 				break
 			}
@@ -716,10 +608,8 @@ func (v *Volume) covers(off, end, b, size uint64) bool {
 // counting as cache. Caller holds n.mu exclusively and persists.
 func (v *Volume) dirtyBlock(n *node, b uint64) {
 	n.rec.addDirty(b)
-	if n.present[b] {
-		delete(n.present, b)
-		n.presenceDirty = true
-		v.blocks.Add(n.ino, -int64(min(v.chunkSize, n.rec.Size-min(n.rec.Size, b*v.chunkSize))))
+	if freed := n.d.Unpresent(b, n.rec.Size); freed > 0 {
+		v.blocks.Add(n.ino, -freed)
 	}
 	n.memDirty = true
 }
@@ -746,11 +636,7 @@ func (v *Volume) writeLocked(n *node, data []byte, off, first, last uint64) erro
 		if !n.rec.isDirty(0) {
 			v.dirtyBlock(n, 0)
 		}
-		if uint64(len(n.inline)) < end {
-			n.inline = append(n.inline, make([]byte, end-uint64(len(n.inline)))...)
-		}
-		copy(n.inline[off:], data)
-		n.inlineDirty = true
+		n.d.WriteInline(data, off)
 	} else {
 		fresh := false
 		for b := first; b <= last; b++ {
@@ -806,8 +692,8 @@ func (v *Volume) migrate(n *node) error {
 	if err := f.Truncate(0); err != nil {
 		return fmt.Errorf("cache data file: %w", err)
 	}
-	if len(n.inline) > 0 {
-		if _, err := f.WriteAt(n.inline, 0); err != nil {
+	if b := n.d.Inline(); len(b) > 0 {
+		if _, err := f.WriteAt(b, 0); err != nil {
 			return fmt.Errorf("cache data file: %w", err)
 		}
 	}
@@ -824,7 +710,7 @@ func (v *Volume) migrate(n *node) error {
 		return fmt.Errorf("cache database: %w", err)
 	}
 	n.persisted()
-	n.inline = nil
+	n.d.SetInline(nil, false)
 	return nil
 }
 
@@ -849,7 +735,7 @@ func (v *Volume) truncateNode(ctx context.Context, n *node, size uint64) error {
 	for {
 		n.mu.Lock()
 		old := n.rec.Size
-		if size < old && size%bs != 0 && v.blockToCopy(n, size/bs) {
+		if size < old && size%bs != 0 && n.blockToCopy(size/bs) {
 			n.mu.Unlock()
 			if err := v.fetchBlock(ctx, n, size/bs); err != nil {
 				return err
@@ -880,12 +766,8 @@ func (v *Volume) truncateLocked(n *node, size uint64) error {
 				v.gens.forget(blockKey{n.ino, b})
 			}
 		}
-		for b := range n.present {
-			if b >= keep {
-				delete(n.present, b)
-				n.presenceDirty = true
-				v.blocks.Add(n.ino, -int64(min(bs, old-b*bs)))
-			}
+		if freed := n.d.UnpresentFrom(keep, old); freed > 0 {
+			v.blocks.Add(n.ino, -freed)
 		}
 		n.rec.dropChunksFrom(keep)
 		if size%bs != 0 {
@@ -896,13 +778,7 @@ func (v *Volume) truncateLocked(n *node, size uint64) error {
 			v.gens.bump(blockKey{n.ino, b})
 		}
 		if n.rec.Inline {
-			if uint64(len(n.inline)) > size {
-				n.inline = n.inline[:size]
-			}
-			if size == 0 {
-				n.inline = nil
-			}
-			n.inlineDirty = true
+			n.d.TruncateInline(size)
 		} else {
 			f, err := n.file(false)
 			if err != nil {
@@ -944,8 +820,8 @@ func (v *Volume) Fsync(ctx context.Context, ino uint64, dataOnly bool) error {
 	if n != nil {
 		n.mu.Lock()
 		err := v.persistNode(n)
-		if err == nil && n.f != nil {
-			if serr := n.f.Sync(); serr != nil {
+		if f := n.d.DataFile(); err == nil && f != nil {
+			if serr := f.Sync(); serr != nil {
 				err = fmt.Errorf("cache data file: %w", serr)
 			}
 		}

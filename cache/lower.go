@@ -102,8 +102,7 @@ func (v *Volume) refreshOrigin(ctx context.Context, n *node) error {
 	if r.Inline && r.Size > v.inlineMax {
 		r.Inline = false
 	}
-	n.present = map[uint64]bool{}
-	n.inline = nil
+	n.d.Forget()
 	_ = v.files.Remove(n.ino) // copies of the lower's old bytes
 	return v.update(func(txn *ktxn, d *delta) error {
 		if err := v.writeFileRec(txn, d, r, false); err != nil {

@@ -363,9 +363,7 @@ func (rc *reconciler) updateFile(ino uint64, e *snapshot.Entry) error {
 	present := map[uint64]bool{}
 	if n != nil {
 		r = n.rec.clone()
-		for b := range n.present {
-			present[b] = true
-		}
+		present = n.d.Present()
 	} else {
 		err := v.db.View(func(txn *ktxn) error {
 			var err error
@@ -445,9 +443,10 @@ func (rc *reconciler) updateFile(ino uint64, e *snapshot.Entry) error {
 		return err
 	}
 	if n != nil {
-		n.rec, n.present, n.memDirty, n.presenceDirty = r, keep, false, false
+		n.rec, n.memDirty = r, false
+		n.d.SetPresent(keep)
 		if !keep[0] {
-			n.inline, n.inlineDirty = nil, false
+			n.d.SetInline(nil, false)
 		}
 	}
 	v.blocks.Add(ino, -dropped)

@@ -1,0 +1,444 @@
+package data
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"sync/atomic"
+
+	"github.com/agentfs/agentfs/snapshot"
+)
+
+// Layout is what the namespace records of one regular file's blocks (in
+// package cache, the inode record). A File reads it, never changes it;
+// the caller holds whatever lock guards the record.
+type Layout interface {
+	// Size is the file's size in bytes.
+	Size() uint64
+	// Inline reports whether the file's local bytes live in memory and
+	// the database (a small file: block 0 only), not in a data file.
+	Inline() bool
+	// IsDirty reports whether block b's local bytes are newer than any
+	// chunk.
+	IsDirty(b uint64) bool
+	// Chunk returns block b's committed chunk, if it has one.
+	Chunk(b uint64) (snapshot.BlobRef, bool)
+	// OriginSize is how many of the file's first bytes read through to its
+	// origin in the lower layer (0: none, or no lower).
+	OriginSize() uint64
+}
+
+// OriginFile is a file's origin in the lower layer, open for reading: the
+// block source of the blocks the file has neither changed nor committed.
+type OriginFile interface {
+	io.ReaderAt
+	io.Closer
+}
+
+// Source says where a block's bytes come from.
+type Source int
+
+// Where a block's bytes come from, in the order File.Source decides.
+const (
+	Hole   Source = iota // none of the others: zeros
+	Local                // local bytes: dirty, or present (a clean copy)
+	Remote               // a committed chunk not present locally (the store)
+	Lower                // the origin file in the lower layer
+)
+
+// File is the local data state of one regular file: which clean blocks it
+// holds (present), its local bytes (a data file, or in memory for an
+// inline file), and its origin file in the lower layer, opened on first
+// need. It reads a block from where its bytes are, and installs fetched or
+// copied-up blocks.
+//
+// Invariants (CheckInvariants): a present block is neither dirty nor past
+// the file's end; an inline file holds at most block 0 present, and its
+// bytes are no longer than the file. Data-file bytes outside dirty and
+// present blocks, and past the file's size, are zeros (holes): the caller
+// punches and cuts them (truncation, eviction), and reads of holes rely on
+// it.
+//
+// A File is not safe for concurrent use: its caller guards it with the
+// lock of the file's record (in cache, node.mu; read-locked for the
+// methods that only read), except NoteRead, which is atomic.
+type File struct {
+	files *Files
+	ino   uint64
+	bs    uint64 // block size
+
+	present       map[uint64]bool // clean blocks held locally
+	presenceDirty bool            // present differs from the presence record
+	inline        []byte          // inline files: block 0's bytes when present or dirty
+	inlineDirty   bool            // inline holds bytes the database does not
+	f             *os.File        // the data file, opened on first need
+	origin        OriginFile      // the origin file, opened on first need
+	lastFetched   uint64          // 1 + the block installed last (0: none), kept from eviction
+
+	lastEnd atomic.Uint64 // end of the last read, for read-ahead and eviction
+}
+
+// NewFile returns the data state of inode ino, whose presence record lists
+// present and whose inline bytes (for an inline file) are inline.
+func NewFile(files *Files, ino, blockSize uint64, present []uint64, inline []byte) *File {
+	d := &File{files: files, ino: ino, bs: blockSize, present: make(map[uint64]bool, len(present)), inline: inline}
+	for _, b := range present {
+		d.present[b] = true
+	}
+	return d
+}
+
+// Source tells where block b's bytes come from.
+func (d *File) Source(l Layout, b uint64) Source {
+	if d.present[b] || l.IsDirty(b) {
+		return Local
+	}
+	if _, has := l.Chunk(b); has {
+		return Remote
+	}
+	if b*d.bs < l.OriginSize() {
+		return Lower
+	}
+	return Hole
+}
+
+// IsPresent reports whether clean block b is held locally.
+func (d *File) IsPresent(b uint64) bool { return d.present[b] }
+
+// Present returns a copy of the set of present blocks.
+func (d *File) Present() map[uint64]bool { return maps.Clone(d.present) }
+
+// SetPresent replaces the present blocks with p (taken, not copied), as the
+// presence record now says (not dirty).
+func (d *File) SetPresent(p map[uint64]bool) { d.present, d.presenceDirty = p, false }
+
+// Unpresent makes block b not present (it became dirty, or was cut off);
+// it returns the bytes the block cache counted for it (0 if it was not
+// present), for a file of size size.
+func (d *File) Unpresent(b, size uint64) int64 {
+	if !d.present[b] {
+		return 0
+	}
+	delete(d.present, b)
+	d.presenceDirty = true
+	return d.extent(b, size)
+}
+
+// Represent makes blocks present again, as they were before Unpresent
+// (an eviction whose new presence record could not be persisted).
+func (d *File) Represent(blocks []uint64) {
+	for _, b := range blocks {
+		d.present[b] = true
+	}
+	d.presenceDirty = true
+}
+
+// UnpresentFrom makes every block from keep on not present (truncation to
+// fewer blocks) and returns the bytes the block cache counted for them, for
+// a file of size size before the cut.
+func (d *File) UnpresentFrom(keep, size uint64) int64 {
+	var freed int64
+	for b := range d.present {
+		if b >= keep {
+			freed += d.Unpresent(b, size)
+		}
+	}
+	return freed
+}
+
+// extent is the bytes of block b within a file of size size, as the block
+// cache counts a present block.
+func (d *File) extent(b, size uint64) int64 {
+	return int64(min(d.bs, size-min(size, b*d.bs)))
+}
+
+// Forget drops every local copy of the file's clean bytes: present blocks
+// and inline bytes (the origin changed under them). The caller removes the
+// data file and the records.
+func (d *File) Forget() {
+	d.present = map[uint64]bool{}
+	d.inline = nil
+}
+
+// PresenceDirty reports whether the present blocks differ from the
+// presence record; InlineDirty whether the inline bytes differ from the
+// database's.
+func (d *File) PresenceDirty() bool { return d.presenceDirty }
+
+// InlineDirty reports whether the inline bytes differ from the database's.
+func (d *File) InlineDirty() bool { return d.inlineDirty }
+
+// Persisted records that the presence record and the inline bytes in the
+// database are those held here.
+func (d *File) Persisted() { d.presenceDirty, d.inlineDirty = false, false }
+
+// PresenceRecord returns the encoded presence record (nil: no block is
+// present, the record goes).
+func (d *File) PresenceRecord() []byte {
+	if len(d.present) == 0 {
+		return nil
+	}
+	return EncodePresence(d.present)
+}
+
+// Inline returns the inline bytes (nil if none are held); the caller
+// copies them before they outlive its lock.
+func (d *File) Inline() []byte { return d.inline }
+
+// SetInline replaces the inline bytes (taken, not copied) and records
+// whether the database lacks them.
+func (d *File) SetInline(b []byte, dirty bool) { d.inline, d.inlineDirty = b, dirty }
+
+// WriteInline writes p at off into the inline bytes, growing them.
+func (d *File) WriteInline(p []byte, off uint64) {
+	end := off + uint64(len(p))
+	if uint64(len(d.inline)) < end {
+		d.inline = append(d.inline, make([]byte, end-uint64(len(d.inline)))...)
+	}
+	copy(d.inline[off:], p)
+	d.inlineDirty = true
+}
+
+// TruncateInline cuts the inline bytes to size.
+func (d *File) TruncateInline(size uint64) {
+	if uint64(len(d.inline)) > size {
+		d.inline = d.inline[:size]
+	}
+	if size == 0 {
+		d.inline = nil
+	}
+	d.inlineDirty = true
+}
+
+// DataFile returns the open data file, or nil if it is not open.
+func (d *File) DataFile() *os.File { return d.f }
+
+// OpenData returns the data file, opening (and with create, creating) it;
+// nil if it does not exist and create is false.
+func (d *File) OpenData(create bool) (*os.File, error) {
+	if d.f != nil {
+		return d.f, nil
+	}
+	f, err := d.files.Open(d.ino, create)
+	if err != nil || f == nil {
+		return nil, err
+	}
+	d.f = f
+	return f, nil
+}
+
+// NeedsData reports whether reading local bytes needs the data file opened
+// first: the file is not inline, the data file is not open, and some block
+// is present or dirty.
+func (d *File) NeedsData(l Layout, dirty bool) bool {
+	return !l.Inline() && d.f == nil && (len(d.present) > 0 || dirty)
+}
+
+// HasOrigin reports whether the origin file is open.
+func (d *File) HasOrigin() bool { return d.origin != nil }
+
+// OpenOrigin opens the origin file with open, unless it is open.
+func (d *File) OpenOrigin(open func() (OriginFile, error)) error {
+	if d.origin != nil {
+		return nil
+	}
+	f, err := open()
+	if err != nil {
+		return err
+	}
+	d.origin = f
+	return nil
+}
+
+// Close closes the data file and the origin file (they reopen on next
+// need).
+func (d *File) Close() {
+	if d.f != nil {
+		_ = d.f.Close()
+		d.f = nil
+	}
+	if d.origin != nil {
+		_ = d.origin.Close()
+		d.origin = nil
+	}
+}
+
+// ErrOrigin wraps a failure to read the origin file.
+var ErrOrigin = errors.New("reading the origin in the lower layer")
+
+// ReadRange reads p at off, block by block from where each block's bytes
+// are: the local bytes (holes read as zeros from them), or the origin
+// file. Remote blocks must have been made present; lower blocks need the
+// origin file open (else they read as zeros).
+func (d *File) ReadRange(l Layout, p []byte, off uint64) error {
+	for len(p) > 0 {
+		// A run of blocks with the same kind of source: one read.
+		lower := d.Source(l, off/d.bs) == Lower
+		end := off + uint64(len(p))
+		for b := off/d.bs + 1; b*d.bs < end; b++ {
+			if (d.Source(l, b) == Lower) != lower {
+				end = b * d.bs
+				break
+			}
+		}
+		seg := p[:end-off]
+		var err error
+		if lower {
+			err = d.ReadOrigin(l, seg, off)
+		} else {
+			err = d.ReadLocal(l, seg, off)
+		}
+		if err != nil {
+			return err
+		}
+		p, off = p[len(seg):], end
+	}
+	return nil
+}
+
+// ReadOrigin reads p at off from the origin file: bytes at or past the
+// origin's size (or past the origin file's end) read as zeros. An error
+// wraps ErrOrigin.
+func (d *File) ReadOrigin(l Layout, p []byte, off uint64) error {
+	got := 0
+	if size := l.OriginSize(); d.origin != nil && off < size {
+		want := p[:min(uint64(len(p)), size-off)]
+		var err error
+		got, err = d.origin.ReadAt(want, int64(off))
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: %w", ErrOrigin, err)
+		}
+	}
+	clear(p[got:])
+	return nil
+}
+
+// ReadLocal reads p at off from the local bytes; bytes not held read as
+// zeros.
+func (d *File) ReadLocal(l Layout, p []byte, off uint64) error {
+	if l.Inline() {
+		got := 0
+		if off < uint64(len(d.inline)) {
+			got = copy(p, d.inline[off:])
+		}
+		clear(p[got:])
+		return nil
+	}
+	if d.f == nil {
+		clear(p)
+		return nil
+	}
+	got, err := d.f.ReadAt(p, int64(off))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("cache data file: %w", err)
+	}
+	clear(p[got:])
+	return nil
+}
+
+// CopyUp reads block b from the origin file, opened with open if it is not
+// open: the bytes to install as the block's copy (up to the origin's
+// size).
+func (d *File) CopyUp(l Layout, b uint64, open func() (OriginFile, error)) ([]byte, error) {
+	if err := d.OpenOrigin(open); err != nil {
+		return nil, err
+	}
+	start := b * d.bs
+	p := make([]byte, min(d.bs, l.OriginSize()-start))
+	if err := d.ReadOrigin(l, p, start); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Install stores p as the local bytes of block b and marks it present; it
+// returns the bytes the block cache now counts for it (the block's extent
+// within the file: bytes past p read as zeros).
+func (d *File) Install(l Layout, b uint64, p []byte) (int64, error) {
+	start := b * d.bs
+	extent := min(d.bs, l.Size()-start)
+	buf := p
+	if uint64(len(buf)) > extent {
+		buf = buf[:extent]
+	}
+	if l.Inline() {
+		d.inline = slices.Clone(buf)
+	} else {
+		if uint64(len(buf)) < extent {
+			buf = append(slices.Clip(buf), make([]byte, extent-uint64(len(buf)))...)
+		}
+		f, err := d.OpenData(true)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := f.WriteAt(buf, int64(start)); err != nil {
+			return 0, fmt.Errorf("cache data file: %w", err)
+		}
+	}
+	d.present[b] = true
+	d.presenceDirty = true
+	d.lastFetched = b + 1
+	return int64(len(buf)), nil
+}
+
+// NoteRead records that a read ended at end and reports whether it began
+// where the previous one ended (a sequential reader). Safe for concurrent
+// use.
+func (d *File) NoteRead(off, end uint64) bool { return d.lastEnd.Swap(end) == off }
+
+// RemoteFrom returns the remote blocks among the n blocks from b on (within
+// the file): what read-ahead fetches.
+func (d *File) RemoteFrom(l Layout, b uint64, n int) []uint64 {
+	var todo []uint64
+	for i := b; i < b+uint64(n) && i*d.bs < l.Size(); i++ {
+		if d.Source(l, i) == Remote {
+			todo = append(todo, i)
+		}
+	}
+	return todo
+}
+
+// Evictable returns the present blocks an eviction may drop: all but those
+// a reader is about to use — the blocks around the end of the last read and
+// the readAhead blocks after it, and the block installed last (a reader
+// between its fetch and its read). None for an inline file.
+func (d *File) Evictable(l Layout, readAhead int) []uint64 {
+	if l.Inline() {
+		return nil
+	}
+	cur := d.lastEnd.Load() / d.bs
+	var drop []uint64
+	for b := range d.present {
+		near := (b+1 >= cur && b <= cur+uint64(readAhead)) || b+1 == d.lastFetched
+		if !near && !l.IsDirty(b) {
+			drop = append(drop, b)
+		}
+	}
+	slices.Sort(drop)
+	return drop
+}
+
+// CheckInvariants returns what of File's invariants does not hold against
+// l, the file's record: no present block is dirty or wholly past the end,
+// an inline file holds at most block 0 present and no more bytes than its
+// size. The caller holds the record's lock.
+func (d *File) CheckInvariants(l Layout) error {
+	size := l.Size()
+	for b := range d.present {
+		switch {
+		case l.IsDirty(b):
+			return fmt.Errorf("file %d: block %d is both present and dirty", d.ino, b)
+		case b*d.bs >= size:
+			return fmt.Errorf("file %d: block %d is present past the end (size %d)", d.ino, b, size)
+		case l.Inline() && b != 0:
+			return fmt.Errorf("file %d: inline, yet block %d is present", d.ino, b)
+		}
+	}
+	if l.Inline() && uint64(len(d.inline)) > size {
+		return fmt.Errorf("file %d: %d inline bytes for a size of %d", d.ino, len(d.inline), size)
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+package data
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentfs/agentfs/snapshot"
+)
+
+// testLayout is a file's record for File's tests.
+type testLayout struct {
+	size, origin uint64
+	inline       bool
+	dirty        map[uint64]bool
+	chunks       map[uint64]bool
+}
+
+func (l *testLayout) Size() uint64          { return l.size }
+func (l *testLayout) Inline() bool          { return l.inline }
+func (l *testLayout) IsDirty(b uint64) bool { return l.dirty[b] }
+func (l *testLayout) Chunk(b uint64) (snapshot.BlobRef, bool) {
+	return snapshot.BlobRef{}, l.chunks[b]
+}
+func (l *testLayout) OriginSize() uint64 { return l.origin }
+
+// origin is an origin file of fixed bytes.
+type origin struct {
+	*bytes.Reader
+	closed bool
+}
+
+func (o *origin) Close() error { o.closed = true; return nil }
+
+// TestFileSources: each block reads from its source — local bytes for
+// dirty and present blocks, the origin for blocks of the lower layer (up to
+// the origin's size), zeros for holes — and installing a copied-up or
+// fetched block makes it local; the invariants hold throughout and catch a
+// present block that is dirty or past the end.
+func TestFileSources(t *testing.T) {
+	const bs = 4
+	files, err := NewFiles(filepath.Join(t.TempDir(), "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &testLayout{size: 14, origin: 10, dirty: map[uint64]bool{}, chunks: map[uint64]bool{1: true}}
+	d := NewFile(files, 7, bs, nil, nil)
+	t.Cleanup(d.Close)
+	src := &origin{Reader: bytes.NewReader([]byte("ABCDEFGHIJKLMNOP"))}
+	open := func() (OriginFile, error) { return src, nil }
+
+	want := []Source{Lower, Remote, Lower, Hole}
+	for b, w := range want {
+		if got := d.Source(l, uint64(b)); got != w {
+			t.Errorf("block %d: source %d, want %d", b, got, w)
+		}
+	}
+	if got := d.RemoteFrom(l, 0, 8); !slices.Equal(got, []uint64{1}) {
+		t.Errorf("remote blocks %v, want [1]", got)
+	}
+	// Block 1 fetched: its chunk's bytes.
+	if _, err := d.Install(l, 1, []byte("efgh")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.OpenOrigin(open); err != nil {
+		t.Fatal(err)
+	}
+	p := make([]byte, 14)
+	if err := d.ReadRange(l, p, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Origin bytes past its size (10) read as zeros, as does the hole.
+	if w := "ABCDefghIJ\x00\x00\x00\x00"; string(p) != w {
+		t.Fatalf("read %q, want %q", p, w)
+	}
+	// Copy-up of block 2: only the origin's 2 bytes, then zeros to the
+	// block's end.
+	cp, err := d.CopyUp(l, 2, open)
+	if err != nil || string(cp) != "IJ" {
+		t.Fatalf("copy-up of block 2: %q, %v", cp, err)
+	}
+	if added, err := d.Install(l, 2, cp); err != nil || added != bs {
+		t.Fatalf("install of block 2: %d bytes counted, %v; want %d", added, err, bs)
+	}
+	l.origin = 0 // the origin is gone: what was copied up stays local
+	if err := d.ReadRange(l, p, 0); err != nil {
+		t.Fatal(err)
+	}
+	if w := "\x00\x00\x00\x00efghIJ\x00\x00\x00\x00"; string(p) != w {
+		t.Fatalf("after the copy-up %q, want %q", p, w)
+	}
+	if err := d.CheckInvariants(l); err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(func(yield func(uint64) bool) {
+		for b := range d.Present() {
+			if !yield(b) {
+				return
+			}
+		}
+	}); !slices.Equal(got, []uint64{1, 2}) || !d.PresenceDirty() {
+		t.Fatalf("present %v (dirty %v), want [1 2], not yet persisted", got, d.PresenceDirty())
+	}
+	if got := DecodePresence(d.PresenceRecord()); !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("presence record %v", got)
+	}
+
+	// Broken invariants are reported.
+	l.dirty[1] = true
+	if err := d.CheckInvariants(l); err == nil || !strings.Contains(err.Error(), "both present and dirty") {
+		t.Errorf("present and dirty block: %v", err)
+	}
+	l.dirty[1] = false
+	l.size = 6
+	if err := d.CheckInvariants(l); err == nil || !strings.Contains(err.Error(), "past the end") {
+		t.Errorf("present block past the end: %v", err)
+	}
+	if freed := d.UnpresentFrom(2, 14); freed != bs {
+		t.Errorf("cutting to 2 blocks freed %d bytes, want %d", freed, bs)
+	}
+	if err := d.CheckInvariants(l); err != nil {
+		t.Error(err)
+	}
+	d.Close()
+	if !src.closed {
+		t.Error("Close left the origin file open")
+	}
+}
+
+// TestFileOriginError: a failed read of the origin wraps ErrOrigin.
+func TestFileOriginError(t *testing.T) {
+	files, err := NewFiles(filepath.Join(t.TempDir(), "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewFile(files, 1, 4, nil, nil)
+	l := &testLayout{size: 4, origin: 4}
+	boom := errors.New("boom")
+	if err := d.OpenOrigin(func() (OriginFile, error) { return failing{boom}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.ReadRange(l, make([]byte, 4), 0); !errors.Is(err, ErrOrigin) || !errors.Is(err, boom) {
+		t.Fatalf("read of a failing origin: %v", err)
+	}
+}
+
+type failing struct{ err error }
+
+func (f failing) ReadAt([]byte, int64) (int, error) { return 0, f.err }
+func (f failing) Close() error                      { return nil }
+
+// TestFileEvictable: eviction spares the blocks around the last read's end
+// and the read-ahead window after it, the block installed last, and dirty
+// blocks.
+func TestFileEvictable(t *testing.T) {
+	files, err := NewFiles(filepath.Join(t.TempDir(), "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewFile(files, 3, 4, []uint64{0, 1, 2, 3, 4, 5, 6, 8, 9}, nil)
+	t.Cleanup(d.Close)
+	l := &testLayout{size: 40, dirty: map[uint64]bool{9: true}}
+	if _, err := d.Install(l, 0, []byte("abcd")); err != nil { // installed last
+		t.Fatal(err)
+	}
+	d.NoteRead(0, 16) // ends in block 4
+	if got := d.Evictable(l, 2); !slices.Equal(got, []uint64{1, 2, 8}) {
+		t.Fatalf("evictable %v, want [1 2 8]", got)
+	}
+	l.inline = true
+	if got := d.Evictable(l, 2); got != nil {
+		t.Fatalf("inline file: evictable %v, want none", got)
+	}
+}
