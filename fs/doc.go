@@ -46,17 +46,18 @@
 //
 // Per operation, with the kernel's caches warm (agentfs bench reports these
 // counts per phase): a create of a small file costs LOOKUP (the name is
-// new), CREATE, GETXATTR of security.capability (the kernel asks once per
-// new inode before its first write, FUSE_HANDLE_KILLPRIV_V2 or not), WRITE,
-// FLUSH, RELEASE, and a GETATTR of the directory (default_permissions, see
-// below); a file listed by `ls -l` costs two GETXATTRs, of
-// system.posix_acl_access and security.selinux, which the kernel never
-// caches when the answer is "no such attribute". Answering EOPNOTSUPP would
-// stop them but also every other getxattr of the mount (the kernel then
-// marks the whole connection as without xattrs). Tuning.PosixACL
-// (FUSE_POSIX_ACL) lets the kernel cache ACLs, halving them, but it is an
-// experiment until the server gives new files their directory's default
-// ACL, which the kernel leaves to it.
+// new), CREATE, GETXATTR of security.capability, WRITE, FLUSH, RELEASE, and
+// a GETATTR of the directory (default_permissions, see below). The
+// GETXATTR comes from the kernel's check for privileges to drop before a
+// write (file_remove_privs): FUSE_HANDLE_KILLPRIV_V2 lets the kernel
+// remember the answer in the inode (S_NOSEC), but FUSE forgets it whenever
+// it loads the inode's attributes, so it is asked at the first write(2) of
+// a new file and again at the first write after each GETATTR (measured: ten
+// writes, one GETXATTR; five writes each followed by a stat, five). Nothing
+// the server answers stops it short of failing every getxattr of the mount
+// (ENOSYS); the kernel skips the check only for FOPEN_DIRECT_IO writes.
+// A file listed by `ls -l` costs nothing beyond its attributes: see
+// "Extended attributes".
 //
 // What the engine changes on its own (restoring a snapshot, discarding
 // changes, a read-only mount following its branch) the kernel cannot see:
@@ -100,6 +101,45 @@
 // (fusermount3 3.14 knows none) and reports relatime. The numbers behind
 // these choices are in scripts/mount-perf.sh's output, reported with the
 // commit that made them.
+//
+// # Extended attributes
+//
+// user.*, trusted.* and security.* attributes are stored with the inode
+// (security.capability is honoured: see FUSE_HANDLE_KILLPRIV_V2 above),
+// except two kinds a mount answers EOPNOTSUPP for, get, set and remove
+// alike, and leaves out of listxattr (xattrSupported, node.go):
+//
+//   - security.selinux. No label is there to give: on a machine running
+//     SELinux the kernel labels a FUSE mount itself (genfs) and answers
+//     for the attribute without asking the server, so only machines
+//     without SELinux ever asked, for nothing. Copying a labelled file in
+//     (measured: Debian 12) cp -a leaves the label out silently, tar
+//     --xattrs warns and exits 0, as onto any filesystem without labels;
+//     Docker layers carry security.capability only.
+//   - system.posix_acl_access and system.posix_acl_default: POSIX ACLs
+//     are not supported, as on a filesystem mounted noacl. The engine
+//     never kept them (setting one has always been EOPNOTSUPP); reading
+//     one now says so instead of "no such attribute".
+//
+// "Not supported" is the answer tools remember per filesystem: coreutils'
+// ls -l (Debian 12's 9.1: file_has_acl_cache and getfilecon_cache in
+// ls.c) remembers the st_dev that answered it for ACLs and for the label
+// and stops asking, so a listing costs two GETXATTRs per process instead
+// of two per file (a 50-file `ls -l`: 103 GETXATTRs before, 2 after;
+// TestUnsupportedXattrs). "No such attribute" (ENODATA) is not cached by
+// the kernel or by ls. The kernel itself remembers only ENOSYS, and then
+// for every attribute of the connection, which would lose user.* too.
+//
+// The alternative for ACLs was the real thing, FUSE_POSIX_ACL: the kernel
+// enforces ACLs and caches them per inode (Tuning.PosixACL, an
+// experiment). It would cost one GETXATTR per file on a cold listing
+// (run B in BENCHMARKS.md: the warm listing went from 2.02 to 1.28 per
+// file, the rest being security.selinux and inodes the kernel evicted) and
+// needs what the engine lacks: ACLs kept in system.* attributes, a new
+// file's default ACL inherited from its directory, which the kernel leaves
+// to the server (with FUSE_DONT_MASK, applying the umask itself where
+// there is none), and the mode's group bits kept equal to the ACL's mask.
+// Not supporting ACLs costs no request at all.
 //
 // # Permissions, containers, locks
 //

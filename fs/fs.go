@@ -21,6 +21,7 @@ type filesystem struct {
 	keepCache bool // FOPEN_KEEP_CACHE on file opens
 	dirCache  bool // FOPEN_CACHE_DIR on directory opens
 	noFlush   bool // answer FLUSH with ENOSYS, so the kernel stops sending it (Tuning.NoFlush)
+	posixACL  bool // the kernel enforces POSIX ACLs (Tuning.PosixACL); else their attributes are EOPNOTSUPP
 	atime     Atime
 	gen       uint32 // the generation of every node (file handles; export.go)
 	ops       opCounters

@@ -13,6 +13,28 @@ import (
 	"github.com/agentfs/agentfs/fs/fstest"
 )
 
+// requests runs f and returns how many FUSE requests of kind op (an
+// fs.OpStats name) the mount c controls served meanwhile.
+func requests(t *testing.T, c *control.Client, op string, f func()) int64 {
+	t.Helper()
+	calls := func() int64 {
+		t.Helper()
+		st, err := c.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range st.FUSE {
+			if o.Op == op {
+				return o.Calls
+			}
+		}
+		return 0
+	}
+	before := calls()
+	f()
+	return calls() - before
+}
+
 // TestKernelCachingAndInvalidation checks the kernel caching the mount
 // asks for (repeated stats, lookups of missing names and reads reach the
 // server once) and that the invalidation hook, reached through the control
@@ -21,25 +43,7 @@ func TestKernelCachingAndInvalidation(t *testing.T) {
 	m := fstest.Start(t, fstest.Options{})
 	c := m.Client(t)
 	ctx := context.Background()
-	ops := func() map[string]int64 {
-		t.Helper()
-		st, err := c.Status(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]int64{}
-		for _, o := range st.FUSE {
-			out[o.Op] = o.Calls
-		}
-		return out
-	}
-	// delta runs f and returns how many requests of kind op it caused.
-	delta := func(op string, f func()) int64 {
-		t.Helper()
-		before := ops()[op]
-		f()
-		return ops()[op] - before
-	}
+	delta := func(op string, f func()) int64 { t.Helper(); return requests(t, c, op, f) }
 	p := filepath.Join(m.Dir, "file")
 	if err := os.WriteFile(p, []byte("cached content"), 0o644); err != nil {
 		t.Fatal(err)
@@ -110,6 +114,25 @@ func TestKernelCachingAndInvalidation(t *testing.T) {
 	}
 	if n := delta("lookup", func() { _ = stat(missing) }); n != 1 {
 		t.Errorf("lookup after InvalidateEntry of a negative entry: %d requests, want 1", n)
+	}
+
+	// Listings are cached across opens (FOPEN_CACHE_DIR) until the
+	// directory changes or is invalidated.
+	list := func() {
+		t.Helper()
+		if _, err := os.ReadDir(m.Dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list()
+	if n := delta("readdir", list); n != 0 {
+		t.Errorf("a repeated listing reached the server %d times", n)
+	}
+	if err := c.Invalidate(ctx, control.Invalidation{Ino: cache.RootIno}); err != nil {
+		t.Fatal(err)
+	}
+	if n := delta("readdir", list); n != 1 {
+		t.Errorf("listing after InvalidateInode of the directory: %d reads of it, want 1", n)
 	}
 
 	sub := filepath.Join(m.Dir, "d", "e")

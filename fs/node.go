@@ -603,10 +603,11 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (_ gofs.FileHand
 
 // Getxattr reads extended attribute attr of n into dest. A zero-length
 // dest asks for the size; a dest too small for the value is ERANGE with
-// the size.
+// the size. Attributes the mount does not support (xattrSupported) are
+// EOPNOTSUPP.
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32, errno syscall.Errno) {
 	defer n.fsys.ops.done(opGetxattr, time.Now(), &errno)
-	if !knownXattrNamespace(attr) {
+	if !n.fsys.xattrSupported(attr) {
 		return 0, syscall.EOPNOTSUPP
 	}
 	v, err := n.fsys.vol.GetXattr(ctx, n.ino(), attr)
@@ -617,7 +618,9 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32
 }
 
 // Listxattr writes the NUL-terminated attribute names of n into dest, with
-// the same size-query and ERANGE rules as Getxattr.
+// the same size-query and ERANGE rules as Getxattr. Names the mount does not
+// support (xattrSupported; stored by an earlier version or another mount)
+// are left out, as getxattr would fail on them.
 func (n *node) Listxattr(ctx context.Context, dest []byte) (_ uint32, errno syscall.Errno) {
 	defer n.fsys.ops.done(opListxattr, time.Now(), &errno)
 	names, err := n.fsys.vol.ListXattr(ctx, n.ino())
@@ -626,7 +629,9 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (_ uint32, errno sysc
 	}
 	var b []byte
 	for _, name := range names {
-		b = append(append(b, name...), 0)
+		if n.fsys.xattrSupported(name) {
+			b = append(append(b, name...), 0)
+		}
 	}
 	return copySized(dest, b)
 }
@@ -645,6 +650,31 @@ func knownXattrNamespace(name string) bool {
 	return false
 }
 
+// Attributes a mount answers EOPNOTSUPP for, as a filesystem without them
+// does (see the package doc, "Extended attributes").
+const (
+	selinuxXattr    = "security.selinux"
+	aclAccessXattr  = "system.posix_acl_access"
+	aclDefaultXattr = "system.posix_acl_default"
+)
+
+// xattrSupported reports whether the mount serves extended attribute name:
+// a name in a namespace Linux defines (knownXattrNamespace), except the
+// SELinux label (there is none to give: on a machine running SELinux the
+// kernel answers for it without asking the server) and, unless the mount
+// enforces POSIX ACLs (Tuning.PosixACL), the ACL attributes. "Not supported"
+// is the one answer tools remember per filesystem: ls -l then stops asking
+// for both at every file.
+func (fsys *filesystem) xattrSupported(name string) bool {
+	switch name {
+	case selinuxXattr:
+		return false
+	case aclAccessXattr, aclDefaultXattr:
+		return fsys.posixACL
+	}
+	return knownXattrNamespace(name)
+}
+
 // copySized answers a getxattr/listxattr-style request.
 func copySized(dest, v []byte) (uint32, syscall.Errno) {
 	if len(dest) == 0 {
@@ -660,7 +690,7 @@ func copySized(dest, v []byte) (uint32, syscall.Errno) {
 // XATTR_REPLACE).
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) (errno syscall.Errno) {
 	defer n.fsys.ops.done(opSetxattr, time.Now(), &errno)
-	if !knownXattrNamespace(attr) {
+	if !n.fsys.xattrSupported(attr) {
 		return syscall.EOPNOTSUPP
 	}
 	if err := n.fsys.vol.SetXattr(ctx, n.ino(), attr, data, flags); err != nil {
@@ -673,7 +703,7 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 // Removexattr removes extended attribute attr of n.
 func (n *node) Removexattr(ctx context.Context, attr string) (errno syscall.Errno) {
 	defer n.fsys.ops.done(opRemovexattr, time.Now(), &errno)
-	if !knownXattrNamespace(attr) {
+	if !n.fsys.xattrSupported(attr) {
 		return syscall.EOPNOTSUPP
 	}
 	if err := n.fsys.vol.RemoveXattr(ctx, n.ino(), attr); err != nil {

@@ -38,10 +38,12 @@ type Tuning struct {
 	// the default).
 	ReadAheadKB int
 	// PosixACL negotiates FUSE_POSIX_ACL: the kernel enforces POSIX ACLs
-	// and caches them per inode (an `ls -l` then asks for
-	// system.posix_acl_access once per inode instead of at every listing).
-	// An experiment only: the server does not yet give new files the
-	// default ACL of their directory, which the kernel leaves to it.
+	// and caches them per inode, and the mount serves the ACL attributes
+	// (without it they are EOPNOTSUPP; see doc.go, "Extended attributes").
+	// An experiment only: the engine keeps no ACL (setting one fails), so
+	// the kernel caches "none" per inode (one GETXATTR per file and
+	// listing cold); and new files would need their directory's default
+	// ACL, which the kernel leaves to the server.
 	PosixACL bool
 	// NoFlush answers the first FLUSH with ENOSYS, after which the kernel
 	// sends none (a round trip less at every close(2)); the engine then
