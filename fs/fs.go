@@ -21,6 +21,7 @@ type filesystem struct {
 	keepCache bool // FOPEN_KEEP_CACHE on file opens
 	dirCache  bool // FOPEN_CACHE_DIR on directory opens
 	noFlush   bool // answer FLUSH with ENOSYS, so the kernel stops sending it (Tuning.NoFlush)
+	directWr  bool // FOPEN_DIRECT_IO on write-only opens (Tuning.DirectWrite)
 	posixACL  bool // the kernel enforces POSIX ACLs (Tuning.PosixACL); else their attributes are EOPNOTSUPP
 	atime     Atime
 	gen       uint32 // the generation of every node (file handles; export.go)
@@ -81,6 +82,9 @@ func (fsys *filesystem) openFlags(flags uint32) uint32 {
 	}
 	if !trunc && flags&syscall.O_ACCMODE == syscall.O_RDONLY {
 		out |= fuse.FOPEN_NOFLUSH
+	}
+	if fsys.directWr && flags&syscall.O_ACCMODE == syscall.O_WRONLY {
+		out |= fuse.FOPEN_DIRECT_IO
 	}
 	return out
 }

@@ -117,7 +117,7 @@ func Mount(mountpoint string, vol *cache.Volume, opts Options) (*Server, error) 
 	if timeout <= 0 {
 		timeout = DefaultCacheTimeout
 	}
-	fsys := &filesystem{vol: vol, log: lg, readOnly: opts.ReadOnly, keepCache: !tun.NoKeepCache, dirCache: !tun.NoDirCache, noFlush: tun.NoFlush, posixACL: tun.PosixACL, atime: opts.Atime,
+	fsys := &filesystem{vol: vol, log: lg, readOnly: opts.ReadOnly, keepCache: !tun.NoKeepCache, dirCache: !tun.NoDirCache, noFlush: tun.NoFlush, directWr: tun.DirectWrite, posixACL: tun.PosixACL, atime: opts.Atime,
 		gen: vol.Generation(), changes: changefeed.New()}
 	caps := uint64(fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_EXPORT_SUPPORT)
 	if tun.Writeback {

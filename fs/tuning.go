@@ -45,6 +45,14 @@ type Tuning struct {
 	// listing cold); and new files would need their directory's default
 	// ACL, which the kernel leaves to the server.
 	PosixACL bool
+	// DirectWrite opens files opened for writing only (creates included)
+	// with FOPEN_DIRECT_IO: their writes skip the page cache and the
+	// kernel's check for privileges to drop, the GETXATTR of
+	// security.capability at the first write of every new file (see
+	// doc.go). The server drops the set-user-ID bits and capabilities
+	// itself, as for every write (FUSE_WRITE_KILL_SUIDGID). What was
+	// written is not in the page cache afterwards.
+	DirectWrite bool
 	// NoFlush answers the first FLUSH with ENOSYS, after which the kernel
 	// sends none (a round trip less at every close(2)); the engine then
 	// persists a file's attributes at its last release only.
@@ -70,7 +78,7 @@ func (t Tuning) withDefaults() Tuning {
 // ParseTuning reads a Tuning from its text form: comma-separated
 // key=value pairs among writeback=0|1, keepcache=0|1, dircache=0|1,
 // maxwrite=BYTES, readahead=BYTES, background=N, readahead_kb=KIB,
-// posixacl=0|1, flush=0|1.
+// posixacl=0|1, flush=0|1, directwrite=0|1.
 func ParseTuning(s string) (Tuning, error) {
 	var t Tuning
 	for kv := range strings.SplitSeq(s, ",") {
@@ -101,6 +109,8 @@ func ParseTuning(s string) (Tuning, error) {
 			t.PosixACL = n != 0
 		case "flush":
 			t.NoFlush = n == 0
+		case "directwrite":
+			t.DirectWrite = n != 0
 		default:
 			return t, fmt.Errorf("tuning %q: unknown key %q", kv, k)
 		}

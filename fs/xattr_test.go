@@ -1,6 +1,7 @@
 package fs_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentfs/agentfs/fs/fstest"
+	"github.com/agentfs/agentfs/internal/posixtest"
 )
 
 // TestUnsupportedXattrs checks the attributes a mount answers "not
@@ -106,5 +108,46 @@ func TestPosixACLTuning(t *testing.T) {
 	}
 	if _, err := unix.Getxattr(f, "security.selinux", make([]byte, 64)); !errors.Is(err, unix.EOPNOTSUPP) {
 		t.Errorf("getxattr security.selinux: %v, want EOPNOTSUPP", err)
+	}
+}
+
+// TestDirectWriteTuning checks the experiment --tune directwrite=1: a new
+// file written through a write-only descriptor costs no GETXATTR of
+// security.capability (the kernel's privilege check is skipped for
+// FOPEN_DIRECT_IO writes) and reads back what was written; the POSIX
+// checks of the write path still pass (the server drops set-user-ID bits
+// itself).
+func TestDirectWriteTuning(t *testing.T) {
+	m := fstest.Start(t, fstest.Options{Args: []string{"--tune", "directwrite=1"}})
+	c := m.Client(t)
+	p := filepath.Join(m.Dir, "f")
+	want := append(bytes.Repeat([]byte("x"), 100), bytes.Repeat([]byte("y"), 5000)...)
+	if n := requests(t, c, "getxattr", func() {
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range [][]byte{want[:100], want[100:]} {
+			if _, err := f.Write(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("a create and two writes sent %d GETXATTR requests, want 0", n)
+	}
+	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("read back %d bytes (%v), want %d", len(got), err, len(want))
+	}
+	for _, name := range []string{"CreateReadWrite", "Append", "OpenTrunc", "ConcurrentWriters", "KillPrivData", "WorkloadTar", "WorkloadCp"} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(m.Dir, name)
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			posixtest.Checks[name](t, dir)
+		})
 	}
 }
