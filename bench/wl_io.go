@@ -136,11 +136,14 @@ func runRandom(e *env) error {
 	if err := e.makeCold([]string{name}); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	// The reads use read-only descriptors, as fio's randread does (a
+	// mount may serve a file read-only opened differently, e.g. FUSE
+	// passthrough); the writes open the file for writing afterwards.
+	f, err := os.Open(name)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { f.Close() }()
 	blocks := p.RandFileSize / randBlock
 	// Each thread gets its own seeded source and its share of the ops.
 	share := func(t int) int { return p.RandOps/p.Threads + btoi(t < p.RandOps%p.Threads) }
@@ -180,6 +183,11 @@ func runRandom(e *env) error {
 	}
 	defer direct.Close()
 	if err := run("randread-direct", randRead(direct)); err != nil {
+		return err
+	}
+	f.Close()
+	direct.Close()
+	if f, err = os.OpenFile(name, os.O_RDWR, 0); err != nil {
 		return err
 	}
 	return run("randwrite", func(r *recorder, rng *rand.Rand, buf []byte, t int) error {
