@@ -54,7 +54,7 @@ func testKeys(bool) (snapshot.UserKey, error) { return testKey, nil }
 
 // encrypted is an initVolume option: the volume is encrypted with testKey
 // (every open in these tests passes testKeys, which a plain volume ignores).
-func encrypted(c *snapshot.Config) { c.Encryption = snapshot.EncryptionXChaCha }
+func encrypted(c *snapshot.Config) { c.Encryption = snapshot.EncryptionXAES }
 
 type volOpt func(*Options)
 

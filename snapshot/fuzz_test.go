@@ -63,8 +63,10 @@ func FuzzDecodeCommit(f *testing.F) {
 
 func FuzzDecodeConfig(f *testing.F) {
 	f.Add(NewConfig(time.Unix(1700000000, 0)).Encode())
-	if b, err := os.ReadFile("testdata/encrypted/volume.json"); err == nil {
-		f.Add(b)
+	for _, dir := range []string{"encrypted", "encrypted-xchacha"} {
+		if b, err := os.ReadFile("testdata/" + dir + "/volume.json"); err == nil {
+			f.Add(b)
+		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := DecodeConfig(data)

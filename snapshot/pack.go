@@ -50,15 +50,24 @@ type EncodedBlob struct {
 // adding a blob to a pack.
 func (r *Repo) EncodeBlob(t BlobType, raw []byte) EncodedBlob {
 	eb := EncodedBlob{Type: t, Hash: r.HashOf(raw), RawLen: uint32(len(raw))}
-	out := make([]byte, 1, len(raw)/2+16)
-	out[0] = codecZstd
+	// On an encrypted volume the stored form is built after room for the
+	// nonce, with room for the tag, and sealed where it lies.
+	hdr, tag := 0, 0
+	if r.seal != nil {
+		hdr, tag = sealNonceSize, sealTagSize
+	}
+	out := make([]byte, hdr+1, hdr+1+len(raw)/2+16+tag)
+	out[hdr] = codecZstd
 	out = r.enc.EncodeAll(raw, out)
-	if len(out)-1 >= len(raw) {
-		out = append(out[:0], codecRaw)
+	if len(out)-hdr-1 >= len(raw) {
+		if cap(out) < hdr+1+len(raw)+tag {
+			out = make([]byte, hdr+1, hdr+1+len(raw)+tag)
+		}
+		out = append(out[:hdr], codecRaw)
 		out = append(out, raw...)
 	}
 	if r.seal != nil {
-		out = seal(r.seal.aead, make([]byte, 0, len(out)+sealOverhead), out, blobAD(eb.Hash))
+		out = sealInPlace(r.seal.aead, out, blobAD(eb.Hash))
 	}
 	eb.Stored = out
 	return eb

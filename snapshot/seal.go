@@ -5,8 +5,9 @@ package snapshot
 // derived from what the user holds (a key, or a passphrase); `agentfs key
 // rotate` rewraps it and rewrites nothing else. From the volume key come
 // two subkeys (HKDF-SHA256): one seals every object the volume writes with
-// XChaCha20-Poly1305 under a fresh random nonce and the object's key as
-// associated data, the other names blobs by HMAC-SHA256 of their raw bytes,
+// the volume's AEAD (XAES-256-GCM; volumes made before it, with
+// XChaCha20-Poly1305) under a fresh random 192-bit nonce and the object's
+// key as associated data, the other names blobs by HMAC-SHA256 of their raw bytes,
 // so that names leak nothing of the content and deduplication still works
 // within the volume.
 //
@@ -30,16 +31,21 @@ import (
 	"golang.org/x/crypto/chacha20poly1305"
 
 	"github.com/agentfs/agentfs/blobstore"
+	"github.com/agentfs/agentfs/internal/xaes"
 )
 
-// Encryption values of Config.Encryption.
+// Encryption values of Config.Encryption: the AEAD of an encrypted volume.
+// InitEncrypted uses EncryptionXAES; volumes made with EncryptionXChaCha
+// keep opening. Both take 24-byte random nonces and 16-byte tags.
 const (
 	EncryptionNone     = "none"
+	EncryptionXAES     = "xaes-256-gcm"
 	EncryptionXChaCha  = "xchacha20-poly1305"
 	volumeKeySize      = 32
 	saltSize           = 16
-	sealNonceSize      = chacha20poly1305.NonceSizeX
-	sealOverhead       = sealNonceSize + chacha20poly1305.Overhead
+	sealNonceSize      = 24
+	sealTagSize        = 16
+	sealOverhead       = sealNonceSize + sealTagSize
 	minUserKeySize     = 32
 	kdfKey             = "hkdf-sha256"
 	kdfPassphrase      = "argon2id"
@@ -95,7 +101,7 @@ type KeyWrap struct {
 	Time      uint32 `json:"time,omitempty"`       // argon2id passes
 	MemoryKiB uint32 `json:"memory_kib,omitempty"` // argon2id memory
 	Threads   uint8  `json:"threads,omitempty"`    // argon2id lanes
-	Wrapped   []byte `json:"wrapped"`              // nonce ‖ XChaCha20-Poly1305(KEK, volume key)
+	Wrapped   []byte `json:"wrapped"`              // nonce ‖ AEAD(KEK, volume key), the AEAD of the volume
 }
 
 // KeyError is returned, matching ErrKeyRequired or ErrWrongKey, when an
@@ -174,8 +180,9 @@ func (w *KeyWrap) validate() error {
 	return nil
 }
 
-// wrapKey wraps volKey for volume id under k, with argon for a passphrase.
-func wrapKey(volKey []byte, id string, k UserKey, argon ArgonParams) (*KeyWrap, error) {
+// wrapKey wraps volKey for volume id under k with AEAD aead, with argon for
+// a passphrase.
+func wrapKey(volKey []byte, id, aead string, k UserKey, argon ArgonParams) (*KeyWrap, error) {
 	if err := k.check(); err != nil {
 		return nil, err
 	}
@@ -190,7 +197,7 @@ func wrapKey(volKey []byte, id string, k UserKey, argon ArgonParams) (*KeyWrap, 
 	if err != nil {
 		return nil, err
 	}
-	s, err := newAEAD(kek)
+	s, err := newAEAD(aead, kek)
 	if err != nil {
 		return nil, err
 	}
@@ -198,8 +205,9 @@ func wrapKey(volKey []byte, id string, k UserKey, argon ArgonParams) (*KeyWrap, 
 	return w, nil
 }
 
-// unwrapKey returns the volume key w wraps for volume id, or ErrWrongKey.
-func (w *KeyWrap) unwrapKey(id string, k UserKey) ([]byte, error) {
+// unwrapKey returns the volume key w wraps for volume id with AEAD aead,
+// or ErrWrongKey.
+func (w *KeyWrap) unwrapKey(id, aead string, k UserKey) ([]byte, error) {
 	if err := w.validate(); err != nil {
 		return nil, err
 	}
@@ -207,7 +215,7 @@ func (w *KeyWrap) unwrapKey(id string, k UserKey) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := newAEAD(kek)
+	s, err := newAEAD(aead, kek)
 	if err != nil {
 		return nil, err
 	}
@@ -232,16 +240,43 @@ func (k UserKey) check() error {
 	return nil
 }
 
-func newAEAD(key []byte) (cipher.AEAD, error) { return chacha20poly1305.NewX(key) }
+// knownAEAD reports whether name is an AEAD this code seals and opens with.
+func knownAEAD(name string) bool { return name == EncryptionXAES || name == EncryptionXChaCha }
+
+// newAEAD returns the AEAD called name under key.
+func newAEAD(name string, key []byte) (cipher.AEAD, error) {
+	switch name {
+	case EncryptionXAES:
+		return xaes.New(key)
+	case EncryptionXChaCha:
+		return chacha20poly1305.NewX(key)
+	}
+	return nil, fmt.Errorf("volume encryption %q unsupported: %w", name, ErrCorrupt)
+}
 
 // seal appends a fresh nonce and the sealed plain to dst.
 func seal(a cipher.AEAD, dst, plain, ad []byte) []byte {
 	n := len(dst)
 	dst = append(dst, make([]byte, sealNonceSize)...)
-	if _, err := io.ReadFull(randReader, dst[n:]); err != nil {
+	newNonce(dst[n:])
+	return a.Seal(dst, dst[n:], plain, ad)
+}
+
+// sealInPlace seals buf[sealNonceSize:] where it lies: a fresh nonce goes
+// into buf[:sealNonceSize] and the tag after the ciphertext, without a
+// copy when buf has sealTagSize bytes of spare capacity. EncodeBlob uses
+// it so that sealing a 4 MiB chunk allocates and copies nothing.
+func sealInPlace(a cipher.AEAD, buf, ad []byte) []byte {
+	nonce := buf[:sealNonceSize]
+	newNonce(nonce)
+	return a.Seal(buf[:sealNonceSize], nonce, buf[sealNonceSize:], ad)
+}
+
+// newNonce fills nonce with random bytes.
+func newNonce(nonce []byte) {
+	if _, err := io.ReadFull(randReader, nonce); err != nil {
 		panic(fmt.Sprintf("agentfs: no randomness for a nonce: %v", err)) // crypto/rand never fails on Linux
 	}
-	return a.Seal(dst, dst[n:], plain, ad)
 }
 
 // sealer holds the subkeys of an encrypted volume.
@@ -250,7 +285,7 @@ type sealer struct {
 	nameKey []byte      // HMAC-SHA256 key of blob names
 }
 
-func newSealer(volKey []byte) (*sealer, error) {
+func newSealer(aead string, volKey []byte) (*sealer, error) {
 	ek, err := hkdf.Key(sha256.New, volKey, nil, objectKeyInfo, volumeKeySize)
 	if err != nil {
 		return nil, err
@@ -259,7 +294,7 @@ func newSealer(volKey []byte) (*sealer, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := newAEAD(ek)
+	a, err := newAEAD(aead, ek)
 	if err != nil {
 		return nil, err
 	}
@@ -346,19 +381,25 @@ func blobAD(h Hash) []byte { return append([]byte(blobADPrefix), h[:]...) }
 func footerAD(id PackID) []byte { return []byte(PackKey(id) + footerADSuffix) }
 
 // InitEncrypted creates an encrypted volume at store with cfg (use
-// NewConfig; its format and encryption are set here), a fresh random
-// volume key wrapped under key (argon2id with DefaultArgon for a
-// passphrase). It fails like Init.
+// NewConfig; its format and encryption are set here: XAES-256-GCM), a
+// fresh random volume key wrapped under key (argon2id with DefaultArgon
+// for a passphrase). It fails like Init.
 func InitEncrypted(ctx context.Context, store *blobstore.Store, cfg Config, key UserKey) (*Repo, error) {
+	return initEncrypted(ctx, store, cfg, key, EncryptionXAES)
+}
+
+// initEncrypted is InitEncrypted with the AEAD called aead (tests make
+// volumes of EncryptionXChaCha with it, as older agentfs did).
+func initEncrypted(ctx context.Context, store *blobstore.Store, cfg Config, key UserKey, aead string) (*Repo, error) {
 	vk := make([]byte, volumeKeySize)
 	if _, err := io.ReadFull(randReader, vk); err != nil {
 		return nil, err
 	}
-	w, err := wrapKey(vk, cfg.VolumeID, key, DefaultArgon)
+	w, err := wrapKey(vk, cfg.VolumeID, aead, key, DefaultArgon)
 	if err != nil {
 		return nil, fmt.Errorf("init %s: %w", store.URL(), err)
 	}
-	cfg.Format, cfg.Encryption, cfg.Hash, cfg.Key = FormatEncrypted, EncryptionXChaCha, "hmac-sha256", w
+	cfg.Format, cfg.Encryption, cfg.Hash, cfg.Key = FormatEncrypted, aead, "hmac-sha256", w
 	return initRepo(ctx, store, cfg, vk)
 }
 
@@ -374,7 +415,7 @@ func (r *Repo) RotateKey(ctx context.Context, newKey UserKey) error {
 	if err := r.CheckVolume(ctx); err != nil {
 		return fmt.Errorf("rotate the key of %s: %w", r.URL(), err)
 	}
-	w, err := wrapKey(r.volKey, r.cfg.VolumeID, newKey, DefaultArgon)
+	w, err := wrapKey(r.volKey, r.cfg.VolumeID, r.cfg.Encryption, newKey, DefaultArgon)
 	if err != nil {
 		return fmt.Errorf("rotate the key of %s: %w", r.URL(), err)
 	}
@@ -396,7 +437,7 @@ func openKey(url string, cfg Config, keys KeySource) ([]byte, error) {
 	if err != nil {
 		return nil, &KeyError{URL: url, Passphrase: pass, Err: ErrKeyRequired, Cause: err}
 	}
-	vk, err := cfg.Key.unwrapKey(cfg.VolumeID, k)
+	vk, err := cfg.Key.unwrapKey(cfg.VolumeID, cfg.Encryption, k)
 	if errors.Is(err, ErrWrongKey) {
 		return nil, &KeyError{URL: url, Passphrase: pass, Err: ErrWrongKey}
 	}

@@ -77,15 +77,22 @@ func unhex(t *testing.T, name string) []byte {
 // TestEncryptedGolden pins the format-2 encodings (volume.json with its
 // wrapped key, a pack with sealed blobs and footer, a sealed commit), built
 // with deterministic randomness, and opens a volume made of the golden
-// files: volumes of format 2 keep opening.
+// files: volumes of format 2 keep opening, those sealed with XAES-256-GCM
+// (testdata/encrypted) and the first ones, with XChaCha20-Poly1305
+// (testdata/encrypted-xchacha).
 func TestEncryptedGolden(t *testing.T) {
+	t.Run("xaes", func(t *testing.T) { testEncryptedGolden(t, EncryptionXAES, "encrypted") })
+	t.Run("xchacha", func(t *testing.T) { testEncryptedGolden(t, EncryptionXChaCha, "encrypted-xchacha") })
+}
+
+func testEncryptedGolden(t *testing.T, aead, dir string) {
 	randReader = mrand.NewChaCha8([32]byte{1})
 	defer func() { randReader = rand.Reader }()
 	ctx := context.Background()
 	s := memStore(t)
 	cfg := NewConfig(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cfg.VolumeID = "0123"
-	r, err := InitEncrypted(ctx, s, cfg, goldenKey)
+	r, err := initEncrypted(ctx, s, cfg, goldenKey, aead)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,16 +109,16 @@ func TestEncryptedGolden(t *testing.T) {
 	pack := w.Finish()
 	c := Commit{ID: CommitID{"main", 1}, Root: RootDir{Mode: 0o755, Nlink: 2, Tree: ref2}, Time: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), Kind: "init"}
 	sealed := r.sealObject(CommitKey(c.ID), EncodeCommit(c))
-	golden(t, "encrypted/volume.json", vj)
-	golden(t, "encrypted/pack.hex", hexDump(pack))
-	golden(t, "encrypted/commit.hex", hexDump(sealed))
+	golden(t, dir+"/volume.json", vj)
+	golden(t, dir+"/pack.hex", hexDump(pack))
+	golden(t, dir+"/commit.hex", hexDump(sealed))
 
 	s2 := memStore(t)
-	gv, err := os.ReadFile("testdata/encrypted/volume.json")
+	gv, err := os.ReadFile(filepath.Join("testdata", dir, "volume.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, b := range map[string][]byte{VolumeKey: gv, PackKey(w.id): unhex(t, "encrypted/pack.hex"), CommitKey(c.ID): unhex(t, "encrypted/commit.hex")} {
+	for k, b := range map[string][]byte{VolumeKey: gv, PackKey(w.id): unhex(t, dir+"/pack.hex"), CommitKey(c.ID): unhex(t, dir+"/commit.hex")} {
 		if err := s2.Put(ctx, k, b); err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +127,7 @@ func TestEncryptedGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg := r2.Config(); cfg.Format != FormatEncrypted || cfg.Encryption != EncryptionXChaCha || cfg.Key.KDF != "hkdf-sha256" {
+	if cfg := r2.Config(); cfg.Format != FormatEncrypted || cfg.Encryption != aead || cfg.Key.KDF != "hkdf-sha256" {
 		t.Fatalf("config = %+v", cfg)
 	}
 	got, err := r2.ReadCommit(ctx, c.ID)
@@ -135,7 +142,7 @@ func TestEncryptedGolden(t *testing.T) {
 	if idx, err := r2.ReadPackIndex(ctx, w.id); err != nil || len(idx) != 2 || idx[1].Type != BlobTree {
 		t.Fatalf("ReadPackIndex: %v %+v", err, idx)
 	}
-	if idx, err := r2.ParsePack(w.id, unhex(t, "encrypted/pack.hex")); err != nil || len(idx) != 2 {
+	if idx, err := r2.ParsePack(w.id, unhex(t, dir+"/pack.hex")); err != nil || len(idx) != 2 {
 		t.Fatalf("ParsePack: %v %+v", err, idx)
 	}
 }
@@ -367,39 +374,100 @@ func TestRotateKey(t *testing.T) {
 	}
 }
 
-func FuzzOpenSealedBlob(f *testing.F) {
-	s, _ := blobstore.Open(context.Background(), "mem://", blobstore.Options{})
-	r, err := InitEncrypted(context.Background(), s, NewConfig(time.Unix(1, 0)), goldenKey)
-	if err != nil {
-		f.Fatal(err)
-	}
-	eb := r.EncodeBlob(BlobData, []byte("hello"))
-	f.Add(eb.Stored)
-	f.Fuzz(func(t *testing.T, data []byte) {
-		ref := BlobRef{Length: uint32(len(data)), RawLen: 5, Hash: eb.Hash}
-		if b, err := r.DecodeStored(ref, data); err == nil && string(b) != "hello" {
-			t.Fatalf("accepted forged blob %q", b)
+// TestEncodeBlobForms: blobs that compress, that do not (stored raw) and
+// the empty blob encode to a stored form that decodes back, on a plain
+// volume and under each AEAD; sealed in place, a stored blob is exactly
+// the codec byte and payload plus the nonce and tag.
+func TestEncodeBlobForms(t *testing.T) {
+	random := make([]byte, 1<<20+3)
+	_, _ = rand.Read(random)
+	text := bytes.Repeat([]byte("package main // agentfs\n"), 40000)
+	ctx := context.Background()
+	for _, aead := range []string{EncryptionNone, EncryptionXAES, EncryptionXChaCha} {
+		s := memStore(t)
+		var r *Repo
+		var err error
+		if aead == EncryptionNone {
+			r, err = Init(ctx, s, NewConfig(time.Unix(1, 0)))
+		} else {
+			r, err = initEncrypted(ctx, s, NewConfig(time.Unix(1, 0)), goldenKey, aead)
 		}
-		if _, err := r.openObject("commits/main/0000000000000001", data); err == nil {
-			t.Fatalf("accepted a forged object")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, raw := range map[string][]byte{"random": random, "text": text, "empty": {}} {
+			eb := r.EncodeBlob(BlobData, raw)
+			plain := eb.Stored
+			if aead != EncryptionNone {
+				if plain, err = r.seal.open(name, eb.Stored, blobAD(eb.Hash)); err != nil {
+					t.Fatalf("%s/%s: %v", aead, name, err)
+				}
+				if len(eb.Stored) != len(plain)+sealOverhead {
+					t.Errorf("%s/%s: stored %d bytes for %d", aead, name, len(eb.Stored), len(plain))
+				}
+			}
+			if wantRaw := name != "text"; (plain[0] == codecRaw) != wantRaw || (wantRaw && !bytes.Equal(plain[1:], raw)) {
+				t.Errorf("%s/%s: codec %d, %d bytes", aead, name, plain[0], len(plain))
+			}
+			ref := BlobRef{Length: uint32(len(eb.Stored)), RawLen: eb.RawLen, Hash: eb.Hash}
+			if got, err := r.DecodeStored(ref, eb.Stored); err != nil || !bytes.Equal(got, raw) {
+				t.Errorf("%s/%s: DecodeStored: %v", aead, name, err)
+			}
+		}
+		r.Close()
+	}
+}
+
+// fuzzRepos returns an encrypted volume of each AEAD, in memory.
+func fuzzRepos(f *testing.F) []*Repo {
+	var out []*Repo
+	for _, aead := range []string{EncryptionXAES, EncryptionXChaCha} {
+		s, _ := blobstore.Open(context.Background(), "mem://", blobstore.Options{})
+		r, err := initEncrypted(context.Background(), s, NewConfig(time.Unix(1, 0)), goldenKey, aead)
+		if err != nil {
+			f.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// FuzzOpenSealedBlob: no forged bytes open as a blob or an object, under
+// either AEAD; the seeds are a real sealed blob of each.
+func FuzzOpenSealedBlob(f *testing.F) {
+	repos := fuzzRepos(f)
+	for _, r := range repos {
+		f.Add(r.EncodeBlob(BlobData, []byte("hello")).Stored)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, r := range repos {
+			h := r.HashOf([]byte("hello"))
+			ref := BlobRef{Length: uint32(len(data)), RawLen: 5, Hash: h}
+			if b, err := r.DecodeStored(ref, data); err == nil && string(b) != "hello" {
+				t.Fatalf("%s: accepted forged blob %q", r.cfg.Encryption, b)
+			}
+			if _, err := r.openObject("commits/main/0000000000000001", data); err == nil {
+				t.Fatalf("%s: accepted a forged object", r.cfg.Encryption)
+			}
 		}
 	})
 }
 
+// FuzzParseEncryptedPack: no forged footer parses, under either AEAD.
 func FuzzParseEncryptedPack(f *testing.F) {
-	s, _ := blobstore.Open(context.Background(), "mem://", blobstore.Options{})
-	r, err := InitEncrypted(context.Background(), s, NewConfig(time.Unix(1, 0)), goldenKey)
-	if err != nil {
-		f.Fatal(err)
+	repos := fuzzRepos(f)
+	for _, r := range repos {
+		w := r.NewPackWriter()
+		w.id = PackID{1}
+		w.Add(r.EncodeBlob(BlobData, []byte("x")))
+		f.Add(w.Finish())
 	}
-	w := r.NewPackWriter()
-	w.id = PackID{1}
-	w.Add(r.EncodeBlob(BlobData, []byte("x")))
-	f.Add(w.Finish())
 	f.Fuzz(func(t *testing.T, data []byte) {
-		entries, err := r.ParsePack(PackID{1}, data)
-		if err == nil && len(entries) != 1 {
-			t.Fatalf("accepted a forged footer: %+v", entries)
+		for _, r := range repos {
+			entries, err := r.ParsePack(PackID{1}, data)
+			if err == nil && len(entries) != 1 {
+				t.Fatalf("%s: accepted a forged footer: %+v", r.cfg.Encryption, entries)
+			}
 		}
 	})
 }

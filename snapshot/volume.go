@@ -43,7 +43,7 @@ type Config struct {
 	ChunkSize   int       `json:"chunk_size"`    // bytes per chunk (the last one of a file may be shorter)
 	Compression string    `json:"compression"`   // "zstd"
 	PackSize    int       `json:"pack_size"`     // target pack size in bytes
-	Encryption  string    `json:"encryption"`    // "none", or "xchacha20-poly1305" (format 2)
+	Encryption  string    `json:"encryption"`    // "none", or the AEAD (format 2): "xaes-256-gcm", "xchacha20-poly1305"
 	Key         *KeyWrap  `json:"key,omitempty"` // the wrapped volume key (encrypted volumes)
 }
 
@@ -72,7 +72,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("volume format %d (this agentfs reads up to %d; upgrade agentfs): %w", c.Format, FormatVersion, ErrFormatTooNew)
 	case c.Format < 1:
 		return fmt.Errorf("volume format %d: %w", c.Format, ErrCorrupt)
-	case c.Hash != map[bool]string{false: "sha256", true: "hmac-sha256"}[c.Encryption == EncryptionXChaCha]:
+	case c.Hash != map[bool]string{false: "sha256", true: "hmac-sha256"}[knownAEAD(c.Encryption)]:
 		return fmt.Errorf("volume hash %q unsupported with encryption %q: %w", c.Hash, c.Encryption, ErrCorrupt)
 	case c.Chunking != "fixed" || c.ChunkSize < 4096 || c.ChunkSize > 64<<20:
 		return fmt.Errorf("volume chunking %q/%d unsupported: %w", c.Chunking, c.ChunkSize, ErrCorrupt)
@@ -82,9 +82,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("volume pack size %d out of range: %w", c.PackSize, ErrCorrupt)
 	case c.Encryption == EncryptionNone && c.Key != nil:
 		return fmt.Errorf("plain volume with a key: %w", ErrCorrupt)
-	case c.Encryption == EncryptionXChaCha && c.Format < FormatEncrypted:
+	case knownAEAD(c.Encryption) && c.Format < FormatEncrypted:
 		return fmt.Errorf("volume format %d cannot be encrypted: %w", c.Format, ErrCorrupt)
-	case c.Encryption == EncryptionXChaCha:
+	case knownAEAD(c.Encryption):
 		if err := c.Key.validate(); err != nil {
 			return fmt.Errorf("volume key: %w", err)
 		}
@@ -194,7 +194,7 @@ func newRepo(store *blobstore.Store, cfg Config, volKey []byte) (*Repo, error) {
 	}
 	r := &Repo{store: store, cfg: cfg, enc: enc, dec: dec, volKey: volKey}
 	if volKey != nil {
-		if r.seal, err = newSealer(volKey); err != nil {
+		if r.seal, err = newSealer(cfg.Encryption, volKey); err != nil {
 			return nil, err
 		}
 	}

@@ -42,7 +42,7 @@ func TestEncryptedVolumeCLI(t *testing.T) {
 		}
 	}
 	out, _, err = runCLI(t, time.Minute, "volume", "info", "--key-file", oldKey, url)
-	if err != nil || !strings.Contains(out, "xchacha20-poly1305, locked with a key (hkdf-sha256)") {
+	if err != nil || !strings.Contains(out, "xaes-256-gcm, locked with a key (hkdf-sha256)") {
 		t.Errorf("volume info: %v\n%s", err, out)
 	}
 	t.Setenv("AGENTFS_KEY", strings.TrimSpace(string(must(os.ReadFile(oldKey)))))
