@@ -3,12 +3,14 @@ package snapshot
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -286,5 +288,40 @@ func TestLease(t *testing.T) {
 	// Expiry frees the branch too.
 	if _, err := r.AcquireLease(ctx, "main", b, time.Minute, now.Add(2*time.Minute), nil); err != nil {
 		t.Fatalf("after expiry: %v", err)
+	}
+}
+
+// TestCompressionProbe: a long blob is compressed only when samples of it
+// shrink; one whose samples are incompressible is stored raw without
+// compressing it whole, and one that is incompressible at its start but
+// not further on is still compressed.
+func TestCompressionProbe(t *testing.T) {
+	r := testRepo(t)
+	random := make([]byte, DefaultChunkSize)
+	_, _ = rand.Read(random)
+	text := bytes.Repeat([]byte("agentfs keeps code in a bucket\n"), DefaultChunkSize/31)
+	mixed := append(slices.Clone(random[:DefaultChunkSize/4]), text[:DefaultChunkSize*3/4]...)
+	for _, c := range []struct {
+		name  string
+		raw   []byte
+		worth bool
+		codec byte
+	}{
+		{"random", random, false, codecRaw},
+		{"text", text, true, codecZstd},
+		{"random-then-text", mixed, true, codecZstd},
+		{"short random", random[:probeMin-1], true, codecRaw}, // tried, did not shrink
+	} {
+		if got := r.worthCompressing(c.raw); got != c.worth {
+			t.Errorf("%s: worthCompressing = %v", c.name, got)
+		}
+		eb := r.EncodeBlob(BlobData, c.raw)
+		if eb.Stored[0] != c.codec || (c.codec == codecZstd && len(eb.Stored) > len(c.raw)/2) {
+			t.Errorf("%s: codec %d, %d bytes stored for %d", c.name, eb.Stored[0], len(eb.Stored), len(c.raw))
+		}
+		ref := BlobRef{Length: uint32(len(eb.Stored)), RawLen: eb.RawLen, Hash: eb.Hash}
+		if got, err := r.DecodeStored(ref, eb.Stored); err != nil || !bytes.Equal(got, c.raw) {
+			t.Errorf("%s: DecodeStored: %v", c.name, err)
+		}
 	}
 }

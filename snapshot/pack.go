@@ -56,10 +56,13 @@ func (r *Repo) EncodeBlob(t BlobType, raw []byte) EncodedBlob {
 	if r.seal != nil {
 		hdr, tag = sealNonceSize, sealTagSize
 	}
-	out := make([]byte, hdr+1, hdr+1+len(raw)/2+16+tag)
-	out[hdr] = codecZstd
-	out = r.enc.EncodeAll(raw, out)
-	if len(out)-hdr-1 >= len(raw) {
+	var out []byte
+	if r.worthCompressing(raw) {
+		out = make([]byte, hdr+1, hdr+1+len(raw)/2+16+tag)
+		out[hdr] = codecZstd
+		out = r.enc.EncodeAll(raw, out)
+	}
+	if out == nil || len(out)-hdr-1 >= len(raw) {
 		if cap(out) < hdr+1+len(raw)+tag {
 			out = make([]byte, hdr+1, hdr+1+len(raw)+tag)
 		}
@@ -71,6 +74,33 @@ func (r *Repo) EncodeBlob(t BlobType, raw []byte) EncodedBlob {
 	}
 	eb.Stored = out
 	return eb
+}
+
+// The compression probe of EncodeBlob.
+const (
+	probeMin     = 256 << 10 // shorter blobs are compressed without a probe
+	probeSamples = 4         // samples, spread evenly from the blob's start
+	probeSample  = 16 << 10  // bytes per sample
+)
+
+// worthCompressing reports whether zstd is worth running over raw: always
+// for a blob shorter than probeMin; for a longer one, only if samples of
+// it (probeSamples × probeSample bytes, at its start and evenly after)
+// compress together by at least 1/32. Incompressible data (compressed
+// media and archives, encrypted or random bytes) then costs a 64 KiB trial
+// instead of compressing 4 MiB to throw the result away. Whatever the
+// answer, the stored form is one FORMAT.md allows (raw or zstd).
+func (r *Repo) worthCompressing(raw []byte) bool {
+	if len(raw) < probeMin {
+		return true
+	}
+	sample := make([]byte, 0, probeSamples*probeSample)
+	for i := range probeSamples {
+		at := i * (len(raw) / probeSamples)
+		sample = append(sample, raw[at:at+probeSample]...)
+	}
+	z := r.enc.EncodeAll(sample, make([]byte, 0, len(sample)))
+	return len(z) < len(sample)-len(sample)/32
 }
 
 // DecodeStored turns the stored form of a blob back into its raw bytes and
