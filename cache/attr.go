@@ -3,6 +3,7 @@ package cache
 import (
 	"time"
 
+	"github.com/agentfs/agentfs/cache/meta"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -164,4 +165,22 @@ type StatFs struct {
 	Files   uint64
 	Ffree   uint64
 	NameLen uint32
+}
+
+// recordAttr returns the stat view of record n.
+func recordAttr(n *meta.Inode) Attr {
+	a := Attr{
+		Ino: n.Ino, Type: n.Type, Mode: n.Mode, Nlink: n.Nlink, Uid: n.Uid, Gid: n.Gid,
+		Size: n.Size, Atime: n.Atime, Mtime: n.Mtime, Ctime: n.Ctime, Rdev: n.Rdev, Parent: n.Parent,
+	}
+	switch n.Type {
+	case snapshot.TypeSymlink:
+		a.Size = uint64(len(n.Target))
+	case snapshot.TypeDir:
+		a.Size = 4096
+		a.Blocks = 8
+	case snapshot.TypeFile:
+		a.Blocks = (n.Size + 511) / 512
+	}
+	return a
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/agentfs/agentfs/cache/data"
+	"github.com/agentfs/agentfs/cache/meta"
 )
 
 // This file is the namespace's half of the block cache: the accounting and
@@ -18,11 +19,11 @@ import (
 func (v *Volume) loadBlockCache() error {
 	c := data.NewCache(v.opts.CacheSize, fileEvictor{v})
 	bs := int64(v.chunkSize)
-	err := v.db.View(func(txn *ktxn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pPresence}, PrefetchValues: true})
+	err := v.db.View(func(txn *meta.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{meta.PrefixPresence}, PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			ino := u64(it.Item().Key()[1:])
+			ino := meta.U64(it.Item().Key()[1:])
 			err := it.Item().Value(func(b []byte) error {
 				c.Load(ino, int64(len(data.DecodePresence(b)))*bs)
 				return nil
@@ -105,15 +106,15 @@ func (v *Volume) evictOpen(n *node) error {
 // evictIno drops the clean blocks of a file that is not open. Caller holds
 // v.mu exclusively, so no node can appear meanwhile.
 func (v *Volume) evictIno(ino uint64) error {
-	var rec *inode
+	var rec *meta.Inode
 	var present []uint64
-	err := v.db.View(func(txn *ktxn) error {
+	err := v.db.View(func(txn *meta.Txn) error {
 		r, err := readInode(txn, ino)
 		if err != nil {
 			return err
 		}
 		rec = r
-		it, err := txn.Get(key64(pPresence, ino))
+		it, err := txn.Get(meta.Key64(meta.PrefixPresence, ino))
 		if err != nil {
 			return err
 		}
@@ -127,13 +128,13 @@ func (v *Volume) evictIno(ino uint64) error {
 		return err
 	}
 	if rec.Inline {
-		err := v.db.Update(func(txn *ktxn) error {
-			if !rec.isDirty(0) {
-				if err := txn.Delete(key64(pInline, ino)); err != nil {
+		err := v.db.Update(func(txn *meta.Txn) error {
+			if !rec.IsDirty(0) {
+				if err := txn.Delete(meta.Key64(meta.PrefixInline, ino)); err != nil {
 					return err
 				}
 			}
-			return txn.Delete(key64(pPresence, ino))
+			return txn.Delete(meta.Key64(meta.PrefixPresence, ino))
 		})
 		if err != nil {
 			return err
@@ -144,7 +145,7 @@ func (v *Volume) evictIno(ino uint64) error {
 	// The presence goes first: a crash in between leaves clean bytes of
 	// blocks not recorded present (fetched again when read), never a block
 	// recorded present that reads as zeros.
-	if err := v.db.Update(func(txn *ktxn) error { return txn.Delete(key64(pPresence, ino)) }); err != nil {
+	if err := v.db.Update(func(txn *meta.Txn) error { return txn.Delete(meta.Key64(meta.PrefixPresence, ino)) }); err != nil {
 		return err
 	}
 	v.blocks.Drop(ino)

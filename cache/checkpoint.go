@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/agentfs/agentfs/blobstore"
 	"github.com/agentfs/agentfs/cache/data"
+	"github.com/agentfs/agentfs/cache/meta"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -395,7 +397,7 @@ func (v *Volume) keptLocally(err error) error {
 }
 
 // dirtyFiles lists the files with dirty blocks.
-func (v *Volume) dirtyFiles() ([]uint64, error) { return v.dirty.fileList(), nil }
+func (v *Volume) dirtyFiles() ([]uint64, error) { return v.dirty.FileList(), nil }
 
 // captureFile reads the dirty blocks of file ino that up does not hold at
 // their current generation, and adds them. With frozen, the caller holds
@@ -446,7 +448,7 @@ func (v *Volume) captureFile(up *uploader, ino uint64, frozen bool) error {
 	}
 	// Frozen and not open: nobody can write it; read its bytes directly.
 	var tmp *node
-	err := v.db.View(func(txn *ktxn) error {
+	err := v.db.View(func(txn *meta.Txn) error {
 		var err error
 		tmp, err = v.loadNode(txn, ino)
 		return err
@@ -473,7 +475,7 @@ func (v *Volume) captureFile(up *uploader, ino uint64, frozen bool) error {
 // again (and apply does not take the stale copy).
 func (v *Volume) captureBlock(up *uploader, n *node, b uint64) error {
 	n.mu.RLock()
-	if !n.rec.Inline && n.d.DataFile() == nil && n.rec.isDirty(b) {
+	if !n.rec.Inline && n.d.DataFile() == nil && n.rec.IsDirty(b) {
 		n.mu.RUnlock()
 		n.mu.Lock()
 		_, err := n.file(false)
@@ -484,7 +486,7 @@ func (v *Volume) captureBlock(up *uploader, n *node, b uint64) error {
 		n.mu.RLock()
 	}
 	r := n.rec
-	if r.Nlink == 0 || !r.isDirty(b) {
+	if r.Nlink == 0 || !r.IsDirty(b) {
 		n.mu.RUnlock()
 		return nil
 	}
@@ -506,7 +508,7 @@ func (v *Volume) captureBlock(up *uploader, n *node, b uint64) error {
 	return nil
 }
 
-func (v *Volume) captureBlocks(up *uploader, r *inode, read func([]byte, uint64) error) error {
+func (v *Volume) captureBlocks(up *uploader, r *meta.Inode, read func([]byte, uint64) error) error {
 	if r.Nlink == 0 {
 		return nil // an orphan: not part of any tree
 	}
@@ -584,10 +586,10 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 	// The directories to rebuild: marked ones, the parents of files with
 	// dirty blocks, and all their ancestors.
 	todo := map[uint64]bool{}
-	for dir := range v.dirty.dirMarks() {
+	for dir := range v.dirty.DirMarks() {
 		todo[dir] = true
 	}
-	err = v.db.View(func(txn *ktxn) error {
+	err = v.db.View(func(txn *meta.Txn) error {
 		for _, ino := range files {
 			r, err := v.recOf(txn, ino)
 			if errors.Is(err, ErrNotFound) {
@@ -599,7 +601,7 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 			switch {
 			case r.Nlink == 0:
 			case r.LinkID != 0:
-				todo[linkTableDir] = true
+				todo[meta.LinkTableDir] = true
 			case r.Parent != 0:
 				todo[r.Parent] = true
 			}
@@ -609,14 +611,14 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if todo[linkTableDir] {
+	if todo[meta.LinkTableDir] {
 		res.linkTable = true
-		delete(todo, linkTableDir)
+		delete(todo, meta.LinkTableDir)
 	}
 	depth := map[uint64]int{}
-	var recs map[uint64]*inode
-	err = v.db.View(func(txn *ktxn) error {
-		recs = map[uint64]*inode{}
+	var recs map[uint64]*meta.Inode
+	err = v.db.View(func(txn *meta.Txn) error {
+		recs = map[uint64]*meta.Inode{}
 		var walk func(ino uint64) (int, error)
 		walk = func(ino uint64) (int, error) {
 			if d, ok := depth[ino]; ok {
@@ -662,7 +664,7 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 	}
 	if len(order) == 0 {
 		order = append(order, RootIno)
-		if err := v.db.View(func(txn *ktxn) error {
+		if err := v.db.View(func(txn *meta.Txn) error {
 			r, err := readInode(txn, RootIno)
 			recs[RootIno] = r
 			return err
@@ -676,7 +678,7 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 		}
 		return order[i] < order[j]
 	})
-	err = v.db.View(func(txn *ktxn) error {
+	err = v.db.View(func(txn *meta.Txn) error {
 		for _, ino := range order {
 			bd, err := v.buildDir(txn, up, recs[ino], res.dirs)
 			if err != nil {
@@ -708,19 +710,19 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 
 // recOf returns the current record of ino: an open file's in-memory one or
 // the stored one. Caller holds v.mu.
-func (v *Volume) recOf(txn *ktxn, ino uint64) (*inode, error) {
+func (v *Volume) recOf(txn *meta.Txn, ino uint64) (*meta.Inode, error) {
 	if n := v.lookupNode(ino); n != nil {
 		n.mu.RLock()
 		defer n.mu.RUnlock()
-		return n.rec.clone(), nil
+		return n.rec.Clone(), nil
 	}
 	return readInode(txn, ino)
 }
 
 // fileEntry returns the tree entry of file record r, with its dirty blocks'
 // new chunks from up.
-func (v *Volume) fileEntry(r *inode, name string, up *uploader) (snapshot.Entry, error) {
-	e := r.entry(name)
+func (v *Volume) fileEntry(r *meta.Inode, name string, up *uploader) (snapshot.Entry, error) {
+	e := r.Entry(name)
 	if r.Type != snapshot.TypeFile {
 		return e, nil
 	}
@@ -733,7 +735,7 @@ func (v *Volume) fileEntry(r *inode, name string, up *uploader) (snapshot.Entry,
 		if !ok {
 			return e, fmt.Errorf("file %d block %d was not captured: %w", r.Ino, b, ErrIO)
 		}
-		i, found := slices.BinarySearchFunc(chunks, b, func(c snapshot.Chunk, t uint64) int { return cmpU64(c.Index, t) })
+		i, found := slices.BinarySearchFunc(chunks, b, func(c snapshot.Chunk, t uint64) int { return cmp.Compare(c.Index, t) })
 		switch {
 		case ub.zero && found:
 			chunks = slices.Delete(chunks, i, i+1)
@@ -753,7 +755,7 @@ func (v *Volume) fileEntry(r *inode, name string, up *uploader) (snapshot.Entry,
 }
 
 // buildDir encodes the tree of directory r.
-func (v *Volume) buildDir(txn *ktxn, up *uploader, r *inode, built map[uint64]builtDir) (builtDir, error) {
+func (v *Volume) buildDir(txn *meta.Txn, up *uploader, r *meta.Inode, built map[uint64]builtDir) (builtDir, error) {
 	var entries []snapshot.Entry
 	var bd builtDir
 	if !r.Loaded {
@@ -761,20 +763,20 @@ func (v *Volume) buildDir(txn *ktxn, up *uploader, r *inode, built map[uint64]bu
 		return builtDir{ref: r.Tree, subFiles: r.SubFiles, subBytes: r.SubBytes, mod: r.Mod || !r.Tree.IsZero()}, nil
 	}
 	bd.mod = r.Mod || !r.HasOrigin
-	prefix := dentryPrefix(r.Ino)
+	prefix := meta.DentryPrefix(r.Ino)
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
 		name := string(it.Item().Key()[len(prefix):])
 		var child uint64
-		_ = it.Item().Value(func(b []byte) error { child = u64(b); return nil })
+		_ = it.Item().Value(func(b []byte) error { child = meta.U64(b); return nil })
 		cr, err := v.recOf(txn, child)
 		if err != nil {
 			return bd, fmt.Errorf("entry %q of directory %d: %w", name, r.Ino, err)
 		}
 		switch {
 		case cr.Type == snapshot.TypeDir:
-			e := cr.entry(name)
+			e := cr.Entry(name)
 			childMod := false
 			if b, ok := built[child]; ok {
 				e.Tree, e.SubFiles, e.SubBytes = b.ref, b.subFiles, b.subBytes
@@ -830,14 +832,14 @@ func (v *Volume) buildDir(txn *ktxn, up *uploader, r *inode, built map[uint64]bu
 }
 
 // buildLinkTable encodes the link table from the hard-link groups.
-func (v *Volume) buildLinkTable(txn *ktxn, up *uploader) (*snapshot.BlobRef, error) {
+func (v *Volume) buildLinkTable(txn *meta.Txn, up *uploader) (*snapshot.BlobRef, error) {
 	var entries []snapshot.Entry
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pLink}, PrefetchValues: true})
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{meta.PrefixLink}, PrefetchValues: true})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
-		id := u64(it.Item().Key()[1:])
+		id := meta.U64(it.Item().Key()[1:])
 		var ino uint64
-		_ = it.Item().Value(func(b []byte) error { ino = u64(b); return nil })
+		_ = it.Item().Value(func(b []byte) error { ino = meta.U64(b); return nil })
 		r, err := v.recOf(txn, ino)
 		if err != nil {
 			return nil, fmt.Errorf("hard-link group %x: %w", id, err)
@@ -947,7 +949,7 @@ func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *uploader) error
 	}
 	up.mu.Unlock()
 	fb := newBatch(v.db)
-	fd := &delta{}
+	fd := &meta.Delta{}
 	for ino, blocks := range byIno {
 		if err := v.applyFile(fb, fd, ino, blocks, up); err != nil {
 			fb.txn.Discard()
@@ -957,19 +959,19 @@ func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *uploader) error
 	if err := fb.flush(); err != nil {
 		return err
 	}
-	v.dirty.apply(fd)
+	v.dirty.Apply(fd)
 
 	v.markMu.Lock()
 	defer v.markMu.Unlock()
 	wb := newBatch(v.db)
-	d := &delta{}
+	d := &meta.Delta{}
 	covered := func(dir uint64) bool {
-		seq, ok := v.dirty.markSeq(dir)
+		seq, ok := v.dirty.MarkSeq(dir)
 		return ok && seq <= res.seq
 	}
 	// The directories' new trees; marks the commit covers are cleared in
 	// the same transaction as the tree they describe.
-	err := v.db.View(func(txn *ktxn) error {
+	err := v.db.View(func(txn *meta.Txn) error {
 		for ino, bd := range res.dirs {
 			r, err := readInode(txn, ino)
 			if errors.Is(err, ErrNotFound) {
@@ -979,14 +981,14 @@ func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *uploader) error
 				return err
 			}
 			r.Tree, r.SubFiles, r.SubBytes = bd.ref, bd.subFiles, bd.subBytes
-			rec := encodeInode(r)
+			rec := meta.EncodeInode(r)
 			done := covered(ino)
-			wb.op(func(t *ktxn) error {
-				if err := t.Set(key64(pInode, ino), rec); err != nil {
+			wb.op(func(t *meta.Txn) error {
+				if err := t.Set(meta.Key64(meta.PrefixInode, ino), rec); err != nil {
 					return err
 				}
 				if done {
-					return clearMark(t, d, ino)
+					return meta.ClearMark(t, d, ino)
 				}
 				return nil
 			})
@@ -997,40 +999,40 @@ func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *uploader) error
 		wb.txn.Discard()
 		return err
 	}
-	if res.linkTable && covered(linkTableDir) {
-		wb.op(func(t *ktxn) error { return clearMark(t, d, linkTableDir) })
+	if res.linkTable && covered(meta.LinkTableDir) {
+		wb.op(func(t *meta.Txn) error { return meta.ClearMark(t, d, meta.LinkTableDir) })
 	}
 	v.stateMu.Lock()
 	v.state.Seq = c.ID.Seq
 	v.state.Links = c.Links
 	st := v.state
 	v.stateMu.Unlock()
-	wb.op(func(t *ktxn) error { return v.saveState(t, st) })
+	wb.op(func(t *meta.Txn) error { return v.saveState(t, st) })
 	if err := wb.flush(); err != nil {
 		return err
 	}
-	v.dirty.apply(d)
+	v.dirty.Apply(d)
 	return nil
 }
 
 // applyFile marks the captured blocks of one file clean: committed chunks
 // replace them, and their local bytes stay as cache. Caller holds v.mu.
-func (v *Volume) applyFile(wb *batch, d *delta, ino uint64, blocks []uint64, up *uploader) error {
+func (v *Volume) applyFile(wb *batch, d *meta.Delta, ino uint64, blocks []uint64, up *uploader) error {
 	n := v.lookupNode(ino)
-	var r *inode
+	var r *meta.Inode
 	present := map[uint64]bool{}
 	if n != nil {
 		n.mu.Lock()
 		defer n.mu.Unlock()
-		r = n.rec.clone()
+		r = n.rec.Clone()
 		present = n.d.Present()
 	} else {
-		err := v.db.View(func(txn *ktxn) error {
+		err := v.db.View(func(txn *meta.Txn) error {
 			var err error
 			if r, err = readInode(txn, ino); err != nil {
 				return err
 			}
-			b, ok, err := getValue(txn, key64(pPresence, ino))
+			b, ok, err := getValue(txn, meta.Key64(meta.PrefixPresence, ino))
 			if ok {
 				for _, i := range data.DecodePresence(b) {
 					present[i] = true
@@ -1050,37 +1052,37 @@ func (v *Volume) applyFile(wb *batch, d *delta, ino uint64, blocks []uint64, up 
 	for _, b := range blocks {
 		k := blockKey{ino, b}
 		ub, _ := up.block(k)
-		if !r.isDirty(b) || v.gens.get(k) != ub.gen || b*v.chunkSize >= r.Size {
+		if !r.IsDirty(b) || v.gens.get(k) != ub.gen || b*v.chunkSize >= r.Size {
 			continue
 		}
 		if ub.zero {
-			i, found := slices.BinarySearchFunc(r.Chunks, b, func(c snapshot.Chunk, t uint64) int { return cmpU64(c.Index, t) })
+			i, found := slices.BinarySearchFunc(r.Chunks, b, func(c snapshot.Chunk, t uint64) int { return cmp.Compare(c.Index, t) })
 			if found {
 				r.Chunks = slices.Delete(r.Chunks, i, i+1)
 			}
 		} else {
-			r.setChunk(b, ub.ref)
+			r.SetChunk(b, ub.ref)
 			present[b] = true
 			cached += int64(min(v.chunkSize, r.Size-b*v.chunkSize))
 		}
-		r.removeDirty(b)
+		r.RemoveDirty(b)
 		changed = true
 	}
 	if !changed {
 		return nil
 	}
-	rec := encodeInode(r)
+	rec := meta.EncodeInode(r)
 	pres := data.EncodePresence(present)
-	write := func(t *ktxn, d *delta) error {
-		if err := t.Set(key64(pInode, ino), rec); err != nil {
+	write := func(t *meta.Txn, d *meta.Delta) error {
+		if err := t.Set(meta.Key64(meta.PrefixInode, ino), rec); err != nil {
 			return err
 		}
 		if len(r.Dirty) == 0 {
-			if err := setFileDirty(t, d, ino, false); err != nil {
+			if err := meta.SetFileDirty(t, d, ino, false); err != nil {
 				return err
 			}
 		}
-		return t.Set(key64(pPresence, ino), pres)
+		return t.Set(meta.Key64(meta.PrefixPresence, ino), pres)
 	}
 	if n != nil {
 		// Its own transaction, committed before the file's lock is
@@ -1093,10 +1095,10 @@ func (v *Volume) applyFile(wb *batch, d *delta, ino uint64, blocks []uint64, up 
 		n.rec.Chunks, n.rec.Dirty = r.Chunks, r.Dirty
 		n.d.SetPresent(present)
 	} else {
-		wb.op(func(t *ktxn) error { return write(t, d) })
+		wb.op(func(t *meta.Txn) error { return write(t, d) })
 	}
 	for _, b := range blocks {
-		if !r.isDirty(b) {
+		if !r.IsDirty(b) {
 			v.gens.forget(blockKey{ino, b})
 		}
 	}

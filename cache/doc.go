@@ -4,7 +4,7 @@
 //
 // It owns, in a cache directory:
 //   - a Badger database, behind an in-memory write-behind layer and read
-//     cache (kv.go), with the live namespace: inode records (attributes,
+//     cache (cache/meta), with the live namespace: inode records (attributes,
 //     chunk maps, dirty blocks), dentries, the set of directories whose
 //     trees must be rewritten, hard-link groups, and the volume's state (the
 //     branch and the commit the namespace derives from);
@@ -30,6 +30,16 @@
 //     here), reaches back through data.Evictor (blockcache.go here: what
 //     evicting one file means for its records and open node) and reads
 //     chunks through data.ChunkSource (the repo).
+//   - cache/meta, the metadata database: Badger behind the write-behind
+//     layer and the read cache (meta.DB, its transactions), the key layout
+//     and the inode and dentry records with their encoding, and the dirty
+//     set (the in-memory mirror of tree marks and dirty files, changed by a
+//     meta.Delta after its transaction commits). Named meta, not ns, for
+//     what it holds: the "meta" database of the cache directory and its
+//     records; the namespace operations (lookup, create, rename, the lazy
+//     load) still run here, under Volume.mu, on top of it. It imports
+//     neither this package nor cache/data, and knows no lock of the engine:
+//     the facade orders mark writers with markMu (marks.go).
 //
 // The lower layer of a virtual workspace is an interface here (Lower, in
 // lower.go): overlay.HostDir implements it, and what reading through a
@@ -41,8 +51,8 @@
 // (refreshOrigin), opening a file's origin (node.openOrigin, file.go).
 // Reading and copying up its blocks is data.File's.
 //
-// Still here: the namespace (kv.go, record.go, namespace.go, dirty.go,
-// load.go, attr.go), the open files (file.go: node, its record and its
+// Still here: the namespace operations (namespace.go, load.go, attr.go,
+// marks.go), the open files (file.go: node, its record and its
 // data.File under one lock; fetching, write-back, truncation), and the
 // committer (checkpoint.go, reconcile.go, history.go).
 //
@@ -55,10 +65,11 @@
 // Lock order: Volume.cpMu (checkpoints) → data.Cache's evictMu
 // (evictions, never taken with cpMu) → Volume.mu (namespace) → node.mu
 // (one file's data state) → Volume.markMu (transactions that write tree
-// marks) → the cache database's own locks (kv.flushMu → kv.mu → kv.rcMu).
+// marks) → the cache database's own locks (meta.DB's flushMu → mu → rcMu).
 // Volume.nodesMu, stateMu, the dirty set's mutex and data.Cache's mu are
 // leaves: nothing else is acquired while one is held. Per package:
 // cache/data holds evictMu for a whole eviction, during which it calls the
 // Evictor (which takes Volume.mu, node.mu and the database, in that order),
-// and never calls out with its mu held.
+// and never calls out with its mu held; cache/meta takes no lock of the
+// engine and calls out only to AfterFlush hooks, with its flushMu held.
 package cache

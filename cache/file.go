@@ -11,6 +11,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/agentfs/agentfs/cache/data"
+	"github.com/agentfs/agentfs/cache/meta"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -39,7 +40,7 @@ type node struct {
 
 	mu sync.RWMutex
 	// guarded by mu (n.d too, but for its atomic NoteRead):
-	rec      *inode
+	rec      *meta.Inode
 	memDirty bool       // rec has changes not yet persisted
 	d        *data.File // the local data state
 
@@ -47,12 +48,12 @@ type node struct {
 }
 
 // layout is a file's record as its data.File reads it.
-type layout struct{ r *inode }
+type layout struct{ r *meta.Inode }
 
 func (l layout) Size() uint64                            { return l.r.Size }
 func (l layout) Inline() bool                            { return l.r.Inline }
-func (l layout) IsDirty(b uint64) bool                   { return l.r.isDirty(b) }
-func (l layout) Chunk(b uint64) (snapshot.BlobRef, bool) { return l.r.chunk(b) }
+func (l layout) IsDirty(b uint64) bool                   { return l.r.IsDirty(b) }
+func (l layout) Chunk(b uint64) (snapshot.BlobRef, bool) { return l.r.Chunk(b) }
 func (l layout) OriginSize() uint64 {
 	if !l.r.HasOrigin {
 		return 0
@@ -96,7 +97,7 @@ func (v *Volume) openCount(ino uint64) int {
 
 // loadNode reads the state of regular file ino from the database into a
 // new node that is not registered.
-func (v *Volume) loadNode(txn *ktxn, ino uint64) (*node, error) {
+func (v *Volume) loadNode(txn *meta.Txn, ino uint64) (*node, error) {
 	r, err := readInode(txn, ino)
 	if err != nil {
 		return nil, err
@@ -109,14 +110,14 @@ func (v *Volume) loadNode(txn *ktxn, ino uint64) (*node, error) {
 		return nil, ErrInvalid
 	}
 	var present []uint64
-	if b, ok, err := getValue(txn, key64(pPresence, ino)); err != nil {
+	if b, ok, err := getValue(txn, meta.Key64(meta.PrefixPresence, ino)); err != nil {
 		return nil, err
 	} else if ok {
 		present = data.DecodePresence(b)
 	}
 	var inline []byte
-	if r.Inline && (slices.Contains(present, 0) || r.isDirty(0)) {
-		b, ok, err := getValue(txn, key64(pInline, ino))
+	if r.Inline && (slices.Contains(present, 0) || r.IsDirty(0)) {
+		b, ok, err := getValue(txn, meta.Key64(meta.PrefixInline, ino))
 		if err != nil {
 			return nil, err
 		}
@@ -129,7 +130,7 @@ func (v *Volume) loadNode(txn *ktxn, ino uint64) (*node, error) {
 }
 
 // getValue returns a copy of the value of key, or false if it is absent.
-func getValue(txn *ktxn, key []byte) ([]byte, bool, error) {
+func getValue(txn *meta.Txn, key []byte) ([]byte, bool, error) {
 	it, err := txn.Get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, false, nil
@@ -154,7 +155,7 @@ func (v *Volume) acquireNode(ino uint64) (*node, error) {
 	}
 	v.nodesMu.Unlock()
 	var n *node
-	err := v.db.View(func(txn *ktxn) error {
+	err := v.db.View(func(txn *meta.Txn) error {
 		var err error
 		n, err = v.loadNode(txn, ino)
 		return err
@@ -206,13 +207,13 @@ func (v *Volume) releaseNode(n *node) error {
 	v.mu.RUnlock()
 	if orphan {
 		v.mu.Lock()
-		derr := v.update(func(txn *ktxn, d *delta) error {
-			for _, p := range []byte{pInode, pOrphan, pPresence, pInline} {
-				if err := txn.Delete(key64(p, n.ino)); err != nil {
+		derr := v.update(func(txn *meta.Txn, d *meta.Delta) error {
+			for _, p := range []byte{meta.PrefixInode, meta.PrefixOrphan, meta.PrefixPresence, meta.PrefixInline} {
+				if err := txn.Delete(meta.Key64(p, n.ino)); err != nil {
 					return err
 				}
 			}
-			return setFileDirty(txn, d, n.ino, false)
+			return meta.SetFileDirty(txn, d, n.ino, false)
 		})
 		v.mu.Unlock()
 		v.dropData(n.ino)
@@ -232,9 +233,9 @@ func (n *node) file(create bool) (*os.File, error) { return n.d.OpenData(create)
 // persistTxn writes n's in-memory changes in txn: the record (marking the
 // tree that holds its entry), inline bytes, presence. Caller holds n.mu and
 // calls persisted after the transaction commits.
-func (v *Volume) persistTxn(txn *ktxn, d *delta, n *node) error {
+func (v *Volume) persistTxn(txn *meta.Txn, d *meta.Delta, n *node) error {
 	if n.rec.Nlink == 0 {
-		if _, err := txn.Get(key64(pInode, n.ino)); errors.Is(err, badger.ErrKeyNotFound) {
+		if _, err := txn.Get(meta.Key64(meta.PrefixInode, n.ino)); errors.Is(err, badger.ErrKeyNotFound) {
 			return nil // deleted meanwhile: nothing of it is kept
 		}
 	}
@@ -244,9 +245,9 @@ func (v *Volume) persistTxn(txn *ktxn, d *delta, n *node) error {
 		}
 	}
 	if n.rec.Inline && (n.d.InlineDirty() || n.d.PresenceDirty()) {
-		k := key64(pInline, n.ino)
+		k := meta.Key64(meta.PrefixInline, n.ino)
 		var err error
-		if n.d.IsPresent(0) || n.rec.isDirty(0) {
+		if n.d.IsPresent(0) || n.rec.IsDirty(0) {
 			err = txn.Set(k, slices.Clone(n.d.Inline()))
 		} else {
 			err = txn.Delete(k)
@@ -256,7 +257,7 @@ func (v *Volume) persistTxn(txn *ktxn, d *delta, n *node) error {
 		}
 	}
 	if n.d.PresenceDirty() {
-		k := key64(pPresence, n.ino)
+		k := meta.Key64(meta.PrefixPresence, n.ino)
 		if rec := n.d.PresenceRecord(); rec != nil {
 			return txn.Set(k, rec)
 		}
@@ -276,7 +277,7 @@ func (v *Volume) persistNode(n *node) error {
 	if !n.memDirty && !n.d.PresenceDirty() && !n.d.InlineDirty() {
 		return nil
 	}
-	if err := v.update(func(txn *ktxn, d *delta) error { return v.persistTxn(txn, d, n) }); err != nil {
+	if err := v.update(func(txn *meta.Txn, d *meta.Delta) error { return v.persistTxn(txn, d, n) }); err != nil {
 		return fmt.Errorf("persist inode %d: %w", n.ino, err)
 	}
 	n.persisted()
@@ -285,16 +286,16 @@ func (v *Volume) persistNode(n *node) error {
 
 // writeFileRec stores file record r with its dirty-file index and, if mark,
 // marks the tree holding its entry.
-func (v *Volume) writeFileRec(txn *ktxn, d *delta, r *inode, mark bool) error {
+func (v *Volume) writeFileRec(txn *meta.Txn, d *meta.Delta, r *meta.Inode, mark bool) error {
 	if r.Nlink == 0 {
-		if _, err := txn.Get(key64(pInode, r.Ino)); errors.Is(err, badger.ErrKeyNotFound) {
+		if _, err := txn.Get(meta.Key64(meta.PrefixInode, r.Ino)); errors.Is(err, badger.ErrKeyNotFound) {
 			return nil // deleted meanwhile
 		}
 	}
-	if err := txn.Set(key64(pInode, r.Ino), encodeInode(r)); err != nil {
+	if err := txn.Set(meta.Key64(meta.PrefixInode, r.Ino), meta.EncodeInode(r)); err != nil {
 		return err
 	}
-	if err := setFileDirty(txn, d, r.Ino, len(r.Dirty) > 0 && r.Nlink > 0); err != nil {
+	if err := meta.SetFileDirty(txn, d, r.Ino, len(r.Dirty) > 0 && r.Nlink > 0); err != nil {
 		return err
 	}
 	if !mark || r.Nlink == 0 {
@@ -302,7 +303,7 @@ func (v *Volume) writeFileRec(txn *ktxn, d *delta, r *inode, mark bool) error {
 	}
 	dir := r.Parent
 	if r.LinkID != 0 {
-		dir = linkTableDir
+		dir = meta.LinkTableDir
 	} else if dir == 0 {
 		return nil
 	}
@@ -327,7 +328,7 @@ func (v *Volume) Open(ctx context.Context, ino uint64, truncate bool) (Attr, err
 		}
 	}
 	n.mu.RLock()
-	a := n.rec.attr()
+	a := recordAttr(n.rec)
 	n.mu.RUnlock()
 	return a, nil
 }
@@ -472,7 +473,7 @@ func (n *node) originErr(err error) error {
 // meanwhile.
 func (v *Volume) fetchBlock(ctx context.Context, n *node, b uint64) error {
 	n.mu.RLock()
-	ref, _ := n.rec.chunk(b)
+	ref, _ := n.rec.Chunk(b)
 	src := n.d.Source(n.layout(), b)
 	n.mu.RUnlock()
 	switch src {
@@ -500,8 +501,8 @@ func (v *Volume) fetchBlock(ctx context.Context, n *node, b uint64) error {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	cur, has := n.rec.chunk(b)
-	if n.d.IsPresent(b) || n.rec.isDirty(b) || !has || cur != ref {
+	cur, has := n.rec.Chunk(b)
+	if n.d.IsPresent(b) || n.rec.IsDirty(b) || !has || cur != ref {
 		return nil
 	}
 	return v.installBlock(n, b, p)
@@ -607,7 +608,7 @@ func (v *Volume) covers(off, end, b, size uint64) bool {
 // dirtyBlock makes block b dirty in n.rec; a clean cached copy stops
 // counting as cache. Caller holds n.mu exclusively and persists.
 func (v *Volume) dirtyBlock(n *node, b uint64) {
-	n.rec.addDirty(b)
+	n.rec.AddDirty(b)
 	if freed := n.d.Unpresent(b, n.rec.Size); freed > 0 {
 		v.blocks.Add(n.ino, -freed)
 	}
@@ -633,14 +634,14 @@ func (v *Volume) writeLocked(n *node, data []byte, off, first, last uint64) erro
 	}
 	now := v.now().UnixNano()
 	if n.rec.Inline {
-		if !n.rec.isDirty(0) {
+		if !n.rec.IsDirty(0) {
 			v.dirtyBlock(n, 0)
 		}
 		n.d.WriteInline(data, off)
 	} else {
 		fresh := false
 		for b := first; b <= last; b++ {
-			if !n.rec.isDirty(b) {
+			if !n.rec.IsDirty(b) {
 				v.dirtyBlock(n, b)
 				fresh = true
 			}
@@ -648,7 +649,7 @@ func (v *Volume) writeLocked(n *node, data []byte, off, first, last uint64) erro
 		if fresh {
 			n.rec.Size = max(n.rec.Size, end)
 			n.rec.Mtime, n.rec.Ctime = now, now
-			if err := v.update(func(txn *ktxn, d *delta) error { return v.persistTxn(txn, d, n) }); err != nil {
+			if err := v.update(func(txn *meta.Txn, d *meta.Delta) error { return v.persistTxn(txn, d, n) }); err != nil {
 				return fmt.Errorf("cache database: %w", err)
 			}
 			// In Badger, not just committed: reads of holes rely on
@@ -699,11 +700,11 @@ func (v *Volume) migrate(n *node) error {
 	}
 	n.rec.Inline = false
 	n.memDirty = true
-	err = v.update(func(txn *ktxn, d *delta) error {
+	err = v.update(func(txn *meta.Txn, d *meta.Delta) error {
 		if err := v.persistTxn(txn, d, n); err != nil {
 			return err
 		}
-		return txn.Delete(key64(pInline, n.ino))
+		return txn.Delete(meta.Key64(meta.PrefixInline, n.ino))
 	})
 	if err != nil {
 		n.rec.Inline = true
@@ -769,10 +770,10 @@ func (v *Volume) truncateLocked(n *node, size uint64) error {
 		if freed := n.d.UnpresentFrom(keep, old); freed > 0 {
 			v.blocks.Add(n.ino, -freed)
 		}
-		n.rec.dropChunksFrom(keep)
+		n.rec.DropChunksFrom(keep)
 		if size%bs != 0 {
 			b := size / bs // its tail becomes zeros
-			if !n.rec.isDirty(b) {
+			if !n.rec.IsDirty(b) {
 				v.dirtyBlock(n, b)
 			}
 			v.gens.bump(blockKey{n.ino, b})
@@ -795,7 +796,7 @@ func (v *Volume) truncateLocked(n *node, size uint64) error {
 	n.rec.Size = size
 	n.rec.Mtime, n.rec.Ctime = now, now
 	n.memDirty = true
-	if err := v.update(func(txn *ktxn, d *delta) error { return v.persistTxn(txn, d, n) }); err != nil {
+	if err := v.update(func(txn *meta.Txn, d *meta.Delta) error { return v.persistTxn(txn, d, n) }); err != nil {
 		return fmt.Errorf("cache database: %w", err)
 	}
 	n.persisted()
@@ -841,5 +842,5 @@ func (v *Volume) Fsync(ctx context.Context, ino uint64, dataOnly bool) error {
 // would bring the inode back, and it needs its data.
 func (v *Volume) dropData(ino uint64) {
 	v.blocks.Drop(ino)
-	v.db.afterFlush(func() { _ = v.files.Remove(ino) })
+	v.db.AfterFlush(func() { _ = v.files.Remove(ino) })
 }

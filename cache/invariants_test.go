@@ -5,15 +5,17 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/dgraph-io/badger/v4"
-
 	"github.com/agentfs/agentfs/cache/data"
+	"github.com/agentfs/agentfs/cache/meta"
 )
 
 // checkInvariants returns what of the engine's cross-part invariants does
 // not hold, with the volume's writers held off (the checkpoint, the
-// namespace and the mark locks, in the lock order): the dirty set mirrors
-// exactly the tree marks and the dirty-file index in the database, the
+// namespace and the mark locks, in the lock order): the cache database's
+// write-behind layer and read cache agree with Badger
+// (meta.DB.CheckInvariants), the dirty set mirrors exactly the tree marks
+// and the dirty-file index in the database (meta.DirtySet.CheckInvariants),
+// the
 // block cache's own invariants (data.Cache.CheckInvariants) hold, and so do
 // every open file's (data.File.CheckInvariants), whose present blocks are
 // those of its presence record unless it has changes not yet persisted. The model
@@ -32,36 +34,10 @@ func (v *Volume) checkInvariants() error {
 	}
 	v.markMu.Lock()
 	defer v.markMu.Unlock()
-	marks, files := map[uint64]uint64{}, map[uint64]bool{}
-	err := v.db.View(func(txn *ktxn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pTreeMark}, PrefetchValues: true})
-		for it.Rewind(); it.Valid(); it.Next() {
-			dir := u64(it.Item().Key()[1:])
-			if err := it.Item().Value(func(b []byte) error { marks[dir] = u64(b); return nil }); err != nil {
-				it.Close()
-				return err
-			}
-		}
-		it.Close()
-		it = txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pDirtyF}})
-		for it.Rewind(); it.Valid(); it.Next() {
-			files[u64(it.Item().Key()[1:])] = true
-		}
-		it.Close()
-		return nil
-	})
-	if err != nil {
+	if err := v.db.CheckInvariants(); err != nil {
 		return err
 	}
-	v.dirty.mu.Lock()
-	defer v.dirty.mu.Unlock()
-	if !maps.Equal(marks, v.dirty.dirs) {
-		return fmt.Errorf("dirty set: marked directories %v, the database's tree marks %v", v.dirty.dirs, marks)
-	}
-	if !maps.Equal(files, v.dirty.files) {
-		return fmt.Errorf("dirty set: dirty files %v, the database's index %v", v.dirty.files, files)
-	}
-	return nil
+	return v.dirty.CheckInvariants(v.db)
 }
 
 // checkOpenFiles checks the data state of every open file against its
@@ -76,8 +52,8 @@ func (v *Volume) checkOpenFiles() error {
 		err := n.d.CheckInvariants(n.layout())
 		if err == nil && !n.d.PresenceDirty() {
 			var stored []uint64
-			err = v.db.View(func(txn *ktxn) error {
-				b, _, err := getValue(txn, key64(pPresence, n.ino))
+			err = v.db.View(func(txn *meta.Txn) error {
+				b, _, err := getValue(txn, meta.Key64(meta.PrefixPresence, n.ino))
 				stored = data.DecodePresence(b)
 				return err
 			})

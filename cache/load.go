@@ -8,6 +8,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
+	"github.com/agentfs/agentfs/cache/meta"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -17,8 +18,8 @@ import (
 // ErrNotDir.
 func (v *Volume) loadDir(ctx context.Context, ino uint64) error {
 	v.mu.RLock()
-	var rec *inode
-	err := v.db.View(func(txn *ktxn) error {
+	var rec *meta.Inode
+	err := v.db.View(func(txn *meta.Txn) error {
 		var err error
 		rec, err = readInode(txn, ino)
 		return err
@@ -62,19 +63,19 @@ func (v *Volume) loadDir(ctx context.Context, ino uint64) error {
 func (v *Volume) installDir(ino uint64, tree snapshot.BlobRef, entries []snapshot.Entry) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	var rec *inode
+	var rec *meta.Inode
 	var stale []uint64
 	var staleKeys [][]byte
-	err := v.db.View(func(txn *ktxn) error {
+	err := v.db.View(func(txn *meta.Txn) error {
 		var err error
 		if rec, err = readInode(txn, ino); err != nil {
 			return err
 		}
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: dentryPrefix(ino), PrefetchValues: true})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: meta.DentryPrefix(ino), PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			staleKeys = append(staleKeys, it.Item().KeyCopy(nil))
-			_ = it.Item().Value(func(b []byte) error { stale = append(stale, u64(b)); return nil })
+			_ = it.Item().Value(func(b []byte) error { stale = append(stale, meta.U64(b)); return nil })
 		}
 		return nil
 	})
@@ -102,25 +103,25 @@ func (v *Volume) installDir(ino uint64, tree snapshot.BlobRef, entries []snapsho
 		}
 		for _, c := range stale {
 			if r, err := v.peekInode(c); err == nil && r.Parent == ino && r.LinkID == 0 {
-				wb.del(key64(pInode, c))
+				wb.del(meta.Key64(meta.PrefixInode, c))
 			}
 		}
 	}
 	links := map[uint64]uint64{}
-	err = v.db.View(func(txn *ktxn) error {
+	err = v.db.View(func(txn *meta.Txn) error {
 		for i := range entries {
 			id := entries[i].LinkID
 			if id == 0 || entries[i].Type == snapshot.TypeDir {
 				continue
 			}
-			it, err := txn.Get(key64(pLink, id))
+			it, err := txn.Get(meta.Key64(meta.PrefixLink, id))
 			if errors.Is(err, badger.ErrKeyNotFound) {
 				return fmt.Errorf("entry %q names hard-link group %x that the link table lacks: %w", entries[i].Name, id, snapshot.ErrCorrupt)
 			}
 			if err != nil {
 				return err
 			}
-			_ = it.Value(func(b []byte) error { links[id] = u64(b); return nil })
+			_ = it.Value(func(b []byte) error { links[id] = meta.U64(b); return nil })
 		}
 		return nil
 	})
@@ -130,25 +131,25 @@ func (v *Volume) installDir(ino uint64, tree snapshot.BlobRef, entries []snapsho
 	for i := range entries {
 		e := &entries[i]
 		if id := e.LinkID; id != 0 && e.Type != snapshot.TypeDir {
-			wb.set(dentryKey(ino, e.Name), dentryValue(links[id], e.Type))
+			wb.set(meta.DentryKey(ino, e.Name), meta.DentryValue(links[id], e.Type))
 			continue
 		}
 		child, err := v.allocIno()
 		if err != nil {
 			return err
 		}
-		wb.set(key64(pInode, child), encodeInode(inodeFromEntry(child, ino, e, v.inlineMax)))
-		wb.set(dentryKey(ino, e.Name), dentryValue(child, e.Type))
+		wb.set(meta.Key64(meta.PrefixInode, child), meta.EncodeInode(meta.InodeFromEntry(child, ino, e, v.inlineMax)))
+		wb.set(meta.DentryKey(ino, e.Name), meta.DentryValue(child, e.Type))
 	}
 	rec.Loaded = true
-	wb.set(key64(pInode, ino), encodeInode(rec))
+	wb.set(meta.Key64(meta.PrefixInode, ino), meta.EncodeInode(rec))
 	return wb.flush()
 }
 
 // peekInode reads a record outside any op.
-func (v *Volume) peekInode(ino uint64) (*inode, error) {
-	var r *inode
-	err := v.db.View(func(txn *ktxn) error {
+func (v *Volume) peekInode(ino uint64) (*meta.Inode, error) {
+	var r *meta.Inode
+	err := v.db.View(func(txn *meta.Txn) error {
 		var err error
 		r, err = readInode(txn, ino)
 		return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/agentfs/agentfs/cache/meta"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -49,7 +50,7 @@ func (v *Volume) readsThrough() bool { return v.opts.Lower != nil }
 
 // markModified records that r differs from the lower layer, if the volume
 // has one; it reports whether r.Mod changed.
-func (v *Volume) markModified(r *inode) bool {
+func (v *Volume) markModified(r *meta.Inode) bool {
 	if !v.readsThrough() || r.Mod {
 		return false
 	}
@@ -104,13 +105,13 @@ func (v *Volume) refreshOrigin(ctx context.Context, n *node) error {
 	}
 	n.d.Forget()
 	_ = v.files.Remove(n.ino) // copies of the lower's old bytes
-	return v.update(func(txn *ktxn, d *delta) error {
+	return v.update(func(txn *meta.Txn, d *meta.Delta) error {
 		if err := v.writeFileRec(txn, d, r, false); err != nil {
 			return err
 		}
-		if err := txn.Delete(key64(pInline, n.ino)); err != nil {
+		if err := txn.Delete(meta.Key64(meta.PrefixInline, n.ino)); err != nil {
 			return err
 		}
-		return txn.Delete(key64(pPresence, n.ino))
+		return txn.Delete(meta.Key64(meta.PrefixPresence, n.ino))
 	})
 }

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"golang.org/x/sys/unix"
 
+	"github.com/agentfs/agentfs/cache/meta"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -19,13 +21,13 @@ import (
 // private copies, and installed only when the transaction commits.
 type mop struct {
 	v     *Volume
-	txn   *ktxn
-	recs  map[uint64]*inode // private copies read so far
-	dirty map[uint64]bool   // copies to write
-	nodes map[uint64]*node  // open files whose lock this op holds
-	marks map[uint64]bool   // directories whose trees must be rewritten
-	after []func()          // run after a successful commit
-	d     delta             // dirty-set changes besides marks
+	txn   *meta.Txn
+	recs  map[uint64]*meta.Inode // private copies read so far
+	dirty map[uint64]bool        // copies to write
+	nodes map[uint64]*node       // open files whose lock this op holds
+	marks map[uint64]bool        // directories whose trees must be rewritten
+	after []func()               // run after a successful commit
+	d     meta.Delta             // dirty-set changes besides marks
 }
 
 // change runs fn as one namespace change.
@@ -38,7 +40,7 @@ func (v *Volume) change(fn func(o *mop) error) error {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	o := &mop{v: v, txn: v.db.NewTransaction(true), recs: map[uint64]*inode{}, dirty: map[uint64]bool{},
+	o := &mop{v: v, txn: v.db.NewTransaction(true), recs: map[uint64]*meta.Inode{}, dirty: map[uint64]bool{},
 		nodes: map[uint64]*node{}, marks: map[uint64]bool{}}
 	defer func() {
 		o.txn.Discard()
@@ -53,7 +55,7 @@ func (v *Volume) change(fn func(o *mop) error) error {
 }
 
 // get returns the private copy of inode ino's record.
-func (o *mop) get(ino uint64) (*inode, error) {
+func (o *mop) get(ino uint64) (*meta.Inode, error) {
 	if r, ok := o.recs[ino]; ok {
 		return r, nil
 	}
@@ -62,7 +64,7 @@ func (o *mop) get(ino uint64) (*inode, error) {
 			n.mu.Lock()
 			o.nodes[ino] = n
 		}
-		r := n.rec.clone()
+		r := n.rec.Clone()
 		o.recs[ino] = r
 		return r, nil
 	}
@@ -76,7 +78,7 @@ func (o *mop) get(ino uint64) (*inode, error) {
 
 // put schedules r to be written. A changed inode differs from its lower
 // layer (see readsThrough).
-func (o *mop) put(r *inode) {
+func (o *mop) put(r *meta.Inode) {
 	o.recs[r.Ino] = r
 	o.dirty[r.Ino] = true
 	o.v.markModified(r)
@@ -84,10 +86,10 @@ func (o *mop) put(r *inode) {
 
 // markEntry records that r's own attributes changed: the tree holding its
 // entry must be rewritten.
-func (o *mop) markEntry(r *inode) {
+func (o *mop) markEntry(r *meta.Inode) {
 	switch {
 	case r.LinkID != 0:
-		o.marks[linkTableDir] = true
+		o.marks[meta.LinkTableDir] = true
 	case r.Ino == RootIno:
 		o.marks[RootIno] = true
 	case r.Parent != 0:
@@ -100,7 +102,7 @@ func (o *mop) markDir(dir uint64) { o.marks[dir] = true }
 
 func (o *mop) commit() error {
 	for ino := range o.dirty {
-		if err := o.txn.Set(key64(pInode, ino), encodeInode(o.recs[ino])); err != nil {
+		if err := o.txn.Set(meta.Key64(meta.PrefixInode, ino), meta.EncodeInode(o.recs[ino])); err != nil {
 			return err
 		}
 	}
@@ -114,7 +116,7 @@ func (o *mop) commit() error {
 	if err := o.txn.Commit(); err != nil {
 		return fmt.Errorf("cache database: %w", err)
 	}
-	o.v.dirty.apply(&o.d)
+	o.v.dirty.Apply(&o.d)
 	for ino, n := range o.nodes {
 		if o.dirty[ino] {
 			n.rec = o.recs[ino]
@@ -132,8 +134,8 @@ func (o *mop) lookupChild(parent uint64, name string) (uint64, snapshot.EntryTyp
 	return getDentry(o.txn, parent, name)
 }
 
-func getDentry(txn *ktxn, parent uint64, name string) (uint64, snapshot.EntryType, error) {
-	it, err := txn.Get(dentryKey(parent, name))
+func getDentry(txn *meta.Txn, parent uint64, name string) (uint64, snapshot.EntryType, error) {
+	it, err := txn.Get(meta.DentryKey(parent, name))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return 0, 0, ErrNotFound
 	}
@@ -146,31 +148,33 @@ func getDentry(txn *ktxn, parent uint64, name string) (uint64, snapshot.EntryTyp
 		if len(b) != 9 {
 			return fmt.Errorf("dentry %d/%q: %w", parent, name, ErrIO)
 		}
-		ino, t = u64(b), snapshot.EntryType(b[8])
+		ino, t = meta.U64(b), snapshot.EntryType(b[8])
 		return nil
 	})
 	return ino, t, err
 }
 
-func readInode(txn *ktxn, ino uint64) (*inode, error) {
-	it, err := txn.Get(key64(pInode, ino))
+func readInode(txn *meta.Txn, ino uint64) (*meta.Inode, error) {
+	it, err := txn.Get(meta.Key64(meta.PrefixInode, ino))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, fmt.Errorf("inode %d: %w", ino, ErrNotFound)
 	}
 	if err != nil {
 		return nil, err
 	}
-	var r *inode
+	var r *meta.Inode
 	err = it.Value(func(b []byte) error {
 		var derr error
-		r, derr = decodeInode(b)
-		return derr
+		if r, derr = meta.DecodeInode(b); derr != nil {
+			return fmt.Errorf("%w: %w", derr, ErrIO)
+		}
+		return nil
 	})
 	return r, err
 }
 
 // dirRec returns the record of directory ino, which must be loaded.
-func (o *mop) dirRec(ino uint64) (*inode, error) {
+func (o *mop) dirRec(ino uint64) (*meta.Inode, error) {
 	r, err := o.get(ino)
 	if err != nil {
 		return nil, err
@@ -253,7 +257,7 @@ func (v *Volume) lookupLoaded(parent uint64, name string) (Attr, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	var a Attr
-	err := v.db.View(func(txn *ktxn) error {
+	err := v.db.View(func(txn *meta.Txn) error {
 		dir, err := readInode(txn, parent)
 		if err != nil {
 			return err
@@ -276,10 +280,10 @@ func (v *Volume) lookupLoaded(parent uint64, name string) (Attr, error) {
 
 // attrOf returns the current attributes of ino: an open file's in-memory
 // record, or the stored one.
-func (v *Volume) attrOf(txn *ktxn, ino uint64) (Attr, error) {
+func (v *Volume) attrOf(txn *meta.Txn, ino uint64) (Attr, error) {
 	if n := v.lookupNode(ino); n != nil {
 		n.mu.RLock()
-		a := n.rec.attr()
+		a := recordAttr(n.rec)
 		n.mu.RUnlock()
 		return a, nil
 	}
@@ -287,7 +291,7 @@ func (v *Volume) attrOf(txn *ktxn, ino uint64) (Attr, error) {
 	if err != nil {
 		return Attr{}, err
 	}
-	return r.attr(), nil
+	return recordAttr(r), nil
 }
 
 // GetAttr returns the attributes of ino.
@@ -295,7 +299,7 @@ func (v *Volume) GetAttr(ctx context.Context, ino uint64) (Attr, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	var a Attr
-	err := v.db.View(func(txn *ktxn) error {
+	err := v.db.View(func(txn *meta.Txn) error {
 		var err error
 		a, err = v.attrOf(txn, ino)
 		return err
@@ -308,7 +312,7 @@ func (v *Volume) Readlink(ctx context.Context, ino uint64) (string, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	var target string
-	err := v.db.View(func(txn *ktxn) error {
+	err := v.db.View(func(txn *meta.Txn) error {
 		r, err := readInode(txn, ino)
 		if err != nil {
 			return err
@@ -331,7 +335,7 @@ func (v *Volume) ReadDir(ctx context.Context, ino uint64) ([]DirEntry, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	var out []DirEntry
-	err := v.db.View(func(txn *ktxn) error {
+	err := v.db.View(func(txn *meta.Txn) error {
 		r, err := readInode(txn, ino)
 		if err != nil {
 			return err
@@ -339,14 +343,14 @@ func (v *Volume) ReadDir(ctx context.Context, ino uint64) ([]DirEntry, error) {
 		if r.Type != snapshot.TypeDir {
 			return ErrNotDir
 		}
-		prefix := dentryPrefix(ino)
+		prefix := meta.DentryPrefix(ino)
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			item := it.Item()
 			name := string(item.Key()[len(prefix):])
 			err := item.Value(func(b []byte) error {
-				out = append(out, DirEntry{Name: name, Ino: u64(b), Type: snapshot.EntryType(b[8])})
+				out = append(out, DirEntry{Name: name, Ino: meta.U64(b), Type: snapshot.EntryType(b[8])})
 				return nil
 			})
 			if err != nil {
@@ -359,7 +363,7 @@ func (v *Volume) ReadDir(ctx context.Context, ino uint64) ([]DirEntry, error) {
 }
 
 // newInode creates the record of a new inode named name in dir.
-func (o *mop) newInode(dir *inode, name string, t snapshot.EntryType, mode uint32, cred Cred) (*inode, error) {
+func (o *mop) newInode(dir *meta.Inode, name string, t snapshot.EntryType, mode uint32, cred Cred) (*meta.Inode, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
@@ -373,7 +377,7 @@ func (o *mop) newInode(dir *inode, name string, t snapshot.EntryType, mode uint3
 		return nil, err
 	}
 	now := o.v.now().UnixNano()
-	r := &inode{Ino: ino, Type: t, Mode: mode & ModePerm, Uid: cred.Uid, Gid: cred.Gid,
+	r := &meta.Inode{Ino: ino, Type: t, Mode: mode & ModePerm, Uid: cred.Uid, Gid: cred.Gid,
 		Atime: now, Mtime: now, Ctime: now, Nlink: 1, Parent: dir.Ino, Inline: t == snapshot.TypeFile}
 	if dir.Mode&ModeSetgid != 0 {
 		// BSD group semantics in setgid directories, as on ext4.
@@ -388,7 +392,7 @@ func (o *mop) newInode(dir *inode, name string, t snapshot.EntryType, mode uint3
 		dir.Nlink++
 		o.markDir(ino) // it has no stored tree until the next checkpoint
 	}
-	if err := o.txn.Set(dentryKey(dir.Ino, name), dentryValue(ino, t)); err != nil {
+	if err := o.txn.Set(meta.DentryKey(dir.Ino, name), meta.DentryValue(ino, t)); err != nil {
 		return nil, err
 	}
 	dir.Mtime, dir.Ctime = now, now
@@ -413,7 +417,7 @@ func (v *Volume) create(ctx context.Context, parent uint64, name string, t snaps
 			}
 			r.Rdev = rdev
 			r.Target = target
-			a = r.attr()
+			a = recordAttr(r)
 			return nil
 		})
 	})
@@ -492,13 +496,13 @@ func (v *Volume) CreateUnnamed(ctx context.Context, parent uint64, mode uint32, 
 				return err
 			}
 			now := o.v.now().UnixNano()
-			r := &inode{Ino: ino, Type: snapshot.TypeFile, Mode: mode & ModePerm, Uid: cred.Uid, Gid: cred.Gid,
+			r := &meta.Inode{Ino: ino, Type: snapshot.TypeFile, Mode: mode & ModePerm, Uid: cred.Uid, Gid: cred.Gid,
 				Atime: now, Mtime: now, Ctime: now, Inline: true}
 			if dir.Mode&ModeSetgid != 0 {
 				r.Gid = dir.Gid
 			}
 			o.put(r)
-			return o.txn.Set(key64(pOrphan, ino), nil)
+			return o.txn.Set(meta.Key64(meta.PrefixOrphan, ino), nil)
 		})
 	})
 	if err != nil {
@@ -545,7 +549,7 @@ func (v *Volume) Link(ctx context.Context, ino, newParent uint64, name string) (
 				// The file becomes a hard-link group: its entry moves to
 				// the link table, its old directory names it by ID.
 				r.LinkID = newLinkID()
-				if err := o.txn.Set(key64(pLink, r.LinkID), put64(ino)); err != nil {
+				if err := o.txn.Set(meta.Key64(meta.PrefixLink, r.LinkID), meta.Put64(ino)); err != nil {
 					return err
 				}
 				if r.Parent != 0 {
@@ -557,7 +561,7 @@ func (v *Volume) Link(ctx context.Context, ino, newParent uint64, name string) (
 			r.Nlink++
 			r.Ctime = now
 			dir.Mtime, dir.Ctime = now, now
-			if err := o.txn.Set(dentryKey(newParent, name), dentryValue(ino, r.Type)); err != nil {
+			if err := o.txn.Set(meta.DentryKey(newParent, name), meta.DentryValue(ino, r.Type)); err != nil {
 				return err
 			}
 			o.put(r)
@@ -565,7 +569,7 @@ func (v *Volume) Link(ctx context.Context, ino, newParent uint64, name string) (
 			o.markEntry(r)
 			o.markDir(newParent)
 			o.markEntry(dir)
-			a = r.attr()
+			a = recordAttr(r)
 			return nil
 		})
 	})
@@ -574,18 +578,18 @@ func (v *Volume) Link(ctx context.Context, ino, newParent uint64, name string) (
 
 // name gives orphan r (open, with no name) its only name, name in dir,
 // and fills a with its attributes.
-func (o *mop) name(r, dir *inode, name string, a *Attr) error {
-	if err := o.txn.Delete(key64(pOrphan, r.Ino)); err != nil {
+func (o *mop) name(r, dir *meta.Inode, name string, a *Attr) error {
+	if err := o.txn.Delete(meta.Key64(meta.PrefixOrphan, r.Ino)); err != nil {
 		return err
 	}
 	now := o.v.now().UnixNano()
 	r.Nlink, r.Parent, r.LinkID, r.Ctime = 1, dir.Ino, 0, now
 	dir.Mtime, dir.Ctime = now, now
-	if err := o.txn.Set(dentryKey(dir.Ino, name), dentryValue(r.Ino, r.Type)); err != nil {
+	if err := o.txn.Set(meta.DentryKey(dir.Ino, name), meta.DentryValue(r.Ino, r.Type)); err != nil {
 		return err
 	}
 	// Its data is the volume's from now on: upload what it holds.
-	if err := setFileDirty(o.txn, &o.d, r.Ino, len(r.Dirty) > 0); err != nil {
+	if err := meta.SetFileDirty(o.txn, &o.d, r.Ino, len(r.Dirty) > 0); err != nil {
 		return err
 	}
 	o.put(r)
@@ -593,13 +597,13 @@ func (o *mop) name(r, dir *inode, name string, a *Attr) error {
 	o.markEntry(r)
 	o.markDir(dir.Ino)
 	o.markEntry(dir)
-	*a = r.attr()
+	*a = recordAttr(r)
 	return nil
 }
 
 func newLinkID() uint64 {
 	for {
-		id := u64(randBytes(8))
+		id := meta.U64(randBytes(8))
 		if id != 0 {
 			return id
 		}
@@ -608,7 +612,7 @@ func newLinkID() uint64 {
 
 // dropName removes one name of r (whose dentry the caller deletes): nlink
 // drops, and at zero the inode is deleted, or kept as an orphan while open.
-func (o *mop) dropName(r *inode) error {
+func (o *mop) dropName(r *meta.Inode) error {
 	now := o.v.now().UnixNano()
 	if r.Type == snapshot.TypeDir {
 		r.Nlink = 0
@@ -622,20 +626,20 @@ func (o *mop) dropName(r *inode) error {
 		return nil
 	}
 	if r.LinkID != 0 {
-		if err := o.txn.Delete(key64(pLink, r.LinkID)); err != nil {
+		if err := o.txn.Delete(meta.Key64(meta.PrefixLink, r.LinkID)); err != nil {
 			return err
 		}
-		o.marks[linkTableDir] = true
+		o.marks[meta.LinkTableDir] = true
 	}
 	r.Parent = 0
 	if o.v.openCount(r.Ino) > 0 {
 		// Unlinked while open: the data stays until the last close, and
 		// is no longer anything to upload.
 		o.put(r)
-		if err := setFileDirty(o.txn, &o.d, r.Ino, false); err != nil {
+		if err := meta.SetFileDirty(o.txn, &o.d, r.Ino, false); err != nil {
 			return err
 		}
-		return o.txn.Set(key64(pOrphan, r.Ino), nil)
+		return o.txn.Set(meta.Key64(meta.PrefixOrphan, r.Ino), nil)
 	}
 	ino := r.Ino
 	delete(o.dirty, ino)
@@ -646,12 +650,12 @@ func (o *mop) dropName(r *inode) error {
 		gone := r
 		o.after = append(o.after, func() { n.rec = gone })
 	}
-	for _, k := range [][]byte{key64(pInode, ino), key64(pPresence, ino), key64(pInline, ino)} {
+	for _, k := range [][]byte{meta.Key64(meta.PrefixInode, ino), meta.Key64(meta.PrefixPresence, ino), meta.Key64(meta.PrefixInline, ino)} {
 		if err := o.txn.Delete(k); err != nil {
 			return err
 		}
 	}
-	if err := setFileDirty(o.txn, &o.d, ino, false); err != nil {
+	if err := meta.SetFileDirty(o.txn, &o.d, ino, false); err != nil {
 		return err
 	}
 	o.after = append(o.after, func() { o.v.dropData(ino) })
@@ -701,7 +705,7 @@ func (v *Volume) remove(ctx context.Context, parent uint64, name string, isDir b
 				}
 				dir.Nlink--
 			}
-			if err := o.txn.Delete(dentryKey(parent, name)); err != nil {
+			if err := o.txn.Delete(meta.DentryKey(parent, name)); err != nil {
 				return err
 			}
 			now := o.v.now().UnixNano()
@@ -710,7 +714,7 @@ func (v *Volume) remove(ctx context.Context, parent uint64, name string, isDir b
 			o.markDir(parent)
 			o.markEntry(dir)
 			if isDir {
-				if err := clearMark(o.txn, &o.d, ino); err != nil {
+				if err := meta.ClearMark(o.txn, &o.d, ino); err != nil {
 					return err
 				}
 				delete(o.marks, ino)
@@ -721,14 +725,14 @@ func (v *Volume) remove(ctx context.Context, parent uint64, name string, isDir b
 }
 
 // checkEmpty fails with ErrNotEmpty unless directory r has no entries.
-func (o *mop) checkEmpty(r *inode) error {
+func (o *mop) checkEmpty(r *meta.Inode) error {
 	if !r.Loaded {
 		if r.Tree.Hash == o.v.repo.EmptyTreeHash() {
 			return nil
 		}
 		return &notLoadedError{ino: r.Ino}
 	}
-	it := o.txn.NewIterator(badger.IteratorOptions{Prefix: dentryPrefix(r.Ino), PrefetchValues: false})
+	it := o.txn.NewIterator(badger.IteratorOptions{Prefix: meta.DentryPrefix(r.Ino), PrefetchValues: false})
 	defer it.Close()
 	it.Rewind()
 	if it.Valid() {
@@ -815,10 +819,10 @@ func (o *mop) rename(parent uint64, name string, newParent uint64, newName strin
 				return err
 			}
 		}
-		if err := o.txn.Set(dentryKey(parent, name), dentryValue(tino, tt)); err != nil {
+		if err := o.txn.Set(meta.DentryKey(parent, name), meta.DentryValue(tino, tt)); err != nil {
 			return err
 		}
-		if err := o.txn.Set(dentryKey(newParent, newName), dentryValue(ino, t)); err != nil {
+		if err := o.txn.Set(meta.DentryKey(newParent, newName), meta.DentryValue(ino, t)); err != nil {
 			return err
 		}
 		if newParent != parent {
@@ -851,7 +855,7 @@ func (o *mop) rename(parent uint64, name string, newParent uint64, newName strin
 					return err
 				}
 				dst.Nlink--
-				if err := clearMark(o.txn, &o.d, tino); err != nil {
+				if err := meta.ClearMark(o.txn, &o.d, tino); err != nil {
 					return err
 				}
 				delete(o.marks, tino)
@@ -860,10 +864,10 @@ func (o *mop) rename(parent uint64, name string, newParent uint64, newName strin
 				return err
 			}
 		}
-		if err := o.txn.Delete(dentryKey(parent, name)); err != nil {
+		if err := o.txn.Delete(meta.DentryKey(parent, name)); err != nil {
 			return err
 		}
-		if err := o.txn.Set(dentryKey(newParent, newName), dentryValue(ino, t)); err != nil {
+		if err := o.txn.Set(meta.DentryKey(newParent, newName), meta.DentryValue(ino, t)); err != nil {
 			return err
 		}
 		if t == snapshot.TypeDir && newParent != parent {
@@ -887,7 +891,7 @@ func (o *mop) rename(parent uint64, name string, newParent uint64, newName strin
 }
 
 // reparent records that r's name now lives in dir.
-func (o *mop) reparent(r *inode, dir uint64) {
+func (o *mop) reparent(r *meta.Inode, dir uint64) {
 	if r.LinkID == 0 {
 		r.Parent = dir
 	}
@@ -954,7 +958,7 @@ func (v *Volume) SetAttr(ctx context.Context, ino uint64, in SetAttrIn) (Attr, e
 		}
 		o.put(r)
 		o.markEntry(r)
-		a = r.attr()
+		a = recordAttr(r)
 		return nil
 	})
 	return a, err
@@ -963,8 +967,8 @@ func (v *Volume) SetAttr(ctx context.Context, ino uint64, in SetAttrIn) (Attr, e
 // GetXattr returns the value of attribute name of ino (ErrNoAttr if unset).
 func (v *Volume) GetXattr(ctx context.Context, ino uint64, name string) ([]byte, error) {
 	var val []byte
-	err := v.readRec(ino, func(r *inode) error {
-		x, ok := r.xattr(name)
+	err := v.readRec(ino, func(r *meta.Inode) error {
+		x, ok := r.Xattr(name)
 		if !ok {
 			return ErrNoAttr
 		}
@@ -977,7 +981,7 @@ func (v *Volume) GetXattr(ctx context.Context, ino uint64, name string) ([]byte,
 // ListXattr returns the attribute names of ino, sorted.
 func (v *Volume) ListXattr(ctx context.Context, ino uint64) ([]string, error) {
 	var names []string
-	err := v.readRec(ino, func(r *inode) error {
+	err := v.readRec(ino, func(r *meta.Inode) error {
 		for _, x := range r.Xattrs {
 			names = append(names, x.Name)
 		}
@@ -987,7 +991,7 @@ func (v *Volume) ListXattr(ctx context.Context, ino uint64) ([]string, error) {
 }
 
 // readRec calls fn with the current record of ino (read-only).
-func (v *Volume) readRec(ino uint64, fn func(*inode) error) error {
+func (v *Volume) readRec(ino uint64, fn func(*meta.Inode) error) error {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	if n := v.lookupNode(ino); n != nil {
@@ -995,7 +999,7 @@ func (v *Volume) readRec(ino uint64, fn func(*inode) error) error {
 		defer n.mu.RUnlock()
 		return fn(n.rec)
 	}
-	return v.db.View(func(txn *ktxn) error {
+	return v.db.View(func(txn *meta.Txn) error {
 		r, err := readInode(txn, ino)
 		if err != nil {
 			return err
@@ -1031,7 +1035,7 @@ func (v *Volume) SetXattr(ctx context.Context, ino uint64, name string, value []
 		if err != nil {
 			return err
 		}
-		i, ok := slices.BinarySearchFunc(r.Xattrs, name, func(x snapshot.Xattr, t string) int { return cmpStr(x.Name, t) })
+		i, ok := slices.BinarySearchFunc(r.Xattrs, name, func(x snapshot.Xattr, t string) int { return cmp.Compare(x.Name, t) })
 		switch {
 		case ok && flags&XattrCreate != 0:
 			return ErrExists
@@ -1073,7 +1077,7 @@ func (v *Volume) RemoveXattr(ctx context.Context, ino uint64, name string) error
 		if err != nil {
 			return err
 		}
-		i, ok := slices.BinarySearchFunc(r.Xattrs, name, func(x snapshot.Xattr, t string) int { return cmpStr(x.Name, t) })
+		i, ok := slices.BinarySearchFunc(r.Xattrs, name, func(x snapshot.Xattr, t string) int { return cmp.Compare(x.Name, t) })
 		if !ok {
 			return ErrNoAttr
 		}
@@ -1100,7 +1104,7 @@ func (v *Volume) StatFs(ctx context.Context) (StatFs, error) {
 	}
 	scale := func(blocks uint64) uint64 { return blocks * uint64(local.Bsize) / bsize }
 	var files uint64
-	_ = v.readRec(RootIno, func(r *inode) error {
+	_ = v.readRec(RootIno, func(r *meta.Inode) error {
 		files = r.SubFiles
 		return nil
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/agentfs/agentfs/cache/data"
+	"github.com/agentfs/agentfs/cache/meta"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -74,22 +75,22 @@ func (v *Volume) switchToLocked(ctx context.Context, c snapshot.Commit) error {
 		v.markMu.Lock()
 		defer v.markMu.Unlock()
 		wb := newBatch(v.db)
-		d := &delta{}
-		for dir := range v.dirty.dirMarks() {
-			wb.op(func(t *ktxn) error { return clearMark(t, d, dir) })
+		d := &meta.Delta{}
+		for dir := range v.dirty.DirMarks() {
+			wb.op(func(t *meta.Txn) error { return meta.ClearMark(t, d, dir) })
 		}
-		for _, ino := range v.dirty.fileList() {
-			wb.op(func(t *ktxn) error { return setFileDirty(t, d, ino, false) })
+		for _, ino := range v.dirty.FileList() {
+			wb.op(func(t *meta.Txn) error { return meta.SetFileDirty(t, d, ino, false) })
 		}
 		v.stateMu.Lock()
 		v.state.Branch, v.state.Seq, v.state.Links, v.state.Virtual = c.ID.Branch, c.ID.Seq, c.Links, c.Virtual
 		st := v.state
 		v.stateMu.Unlock()
-		wb.op(func(t *ktxn) error { return v.saveState(t, st) })
+		wb.op(func(t *meta.Txn) error { return v.saveState(t, st) })
 		if err := wb.flush(); err != nil {
 			return err
 		}
-		v.dirty.apply(d)
+		v.dirty.Apply(d)
 		return nil
 	}()
 	if err != nil {
@@ -158,12 +159,12 @@ func (rc *reconciler) links(ref *snapshot.BlobRef) error {
 			if ino, err = rc.v.allocIno(); err != nil {
 				return err
 			}
-			r := inodeFromEntry(ino, 0, e, rc.v.inlineMax)
-			if err := rc.v.db.Update(func(txn *ktxn) error {
-				if err := txn.Set(key64(pInode, ino), encodeInode(r)); err != nil {
+			r := meta.InodeFromEntry(ino, 0, e, rc.v.inlineMax)
+			if err := rc.v.db.Update(func(txn *meta.Txn) error {
+				if err := txn.Set(meta.Key64(meta.PrefixInode, ino), meta.EncodeInode(r)); err != nil {
 					return err
 				}
-				return txn.Set(key64(pLink, e.LinkID), put64(ino))
+				return txn.Set(meta.Key64(meta.PrefixLink, e.LinkID), meta.Put64(ino))
 			}); err != nil {
 				return err
 			}
@@ -179,9 +180,9 @@ func (rc *reconciler) links(ref *snapshot.BlobRef) error {
 func (rc *reconciler) linkIno(id uint64) (uint64, bool, error) {
 	var ino uint64
 	var ok bool
-	err := rc.v.db.View(func(txn *ktxn) error {
-		b, found, err := getValue(txn, key64(pLink, id))
-		ino, ok = u64(b), found
+	err := rc.v.db.View(func(txn *meta.Txn) error {
+		b, found, err := getValue(txn, meta.Key64(meta.PrefixLink, id))
+		ino, ok = meta.U64(b), found
 		return err
 	})
 	return ino, ok, err
@@ -190,11 +191,11 @@ func (rc *reconciler) linkIno(id uint64) (uint64, bool, error) {
 // finishLinks removes the hard-link groups the target does not have.
 func (rc *reconciler) finishLinks() error {
 	var gone []uint64
-	err := rc.v.db.View(func(txn *ktxn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pLink}, PrefetchValues: true})
+	err := rc.v.db.View(func(txn *meta.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{meta.PrefixLink}, PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			id := u64(it.Item().Key()[1:])
+			id := meta.U64(it.Item().Key()[1:])
 			if rc.newLinks[id] == nil {
 				gone = append(gone, id)
 			}
@@ -209,7 +210,7 @@ func (rc *reconciler) finishLinks() error {
 		if err != nil || !ok {
 			return err
 		}
-		if err := rc.v.db.Update(func(txn *ktxn) error { return txn.Delete(key64(pLink, id)) }); err != nil {
+		if err := rc.v.db.Update(func(txn *meta.Txn) error { return txn.Delete(meta.Key64(meta.PrefixLink, id)) }); err != nil {
 			return err
 		}
 		if err := rc.dropInode(ino); err != nil {
@@ -233,11 +234,11 @@ func (rc *reconciler) root(r snapshot.RootDir) error {
 
 // dir reconciles directory rec with target entry e (its attributes and
 // tree).
-func (rc *reconciler) dir(rec *inode, e *snapshot.Entry) error {
-	_, marked := rc.v.dirty.markSeq(rec.Ino)
+func (rc *reconciler) dir(rec *meta.Inode, e *snapshot.Entry) error {
+	_, marked := rc.v.dirty.MarkSeq(rec.Ino)
 	changedAttrs := !sameAttrs(rec, e)
 	sameTree := rec.Tree == e.Tree && !marked
-	old := rec.clone()
+	old := rec.Clone()
 	setAttrs(rec, e)
 	rec.Nlink = max(e.Nlink, 2)
 	rec.SubFiles, rec.SubBytes = e.SubFiles, e.SubBytes
@@ -246,7 +247,9 @@ func (rc *reconciler) dir(rec *inode, e *snapshot.Entry) error {
 		if changedAttrs || old.Tree != e.Tree {
 			rc.inode(rec.Ino)
 		}
-		return rc.v.db.Update(func(txn *ktxn) error { return txn.Set(key64(pInode, rec.Ino), encodeInode(rec)) })
+		return rc.v.db.Update(func(txn *meta.Txn) error {
+			return txn.Set(meta.Key64(meta.PrefixInode, rec.Ino), meta.EncodeInode(rec))
+		})
 	}
 	entries, err := rc.v.dirEntries(rc.ctx, e.Tree, e.HasOrigin, e.Origin)
 	if err != nil {
@@ -306,7 +309,9 @@ func (rc *reconciler) dir(rec *inode, e *snapshot.Entry) error {
 	}
 	rec.Tree = e.Tree
 	rc.inode(rec.Ino)
-	return rc.v.db.Update(func(txn *ktxn) error { return txn.Set(key64(pInode, rec.Ino), encodeInode(rec)) })
+	return rc.v.db.Update(func(txn *meta.Txn) error {
+		return txn.Set(meta.Key64(meta.PrefixInode, rec.Ino), meta.EncodeInode(rec))
+	})
 }
 
 func (rc *reconciler) isLinked(ino uint64) bool {
@@ -317,14 +322,14 @@ func (rc *reconciler) isLinked(ino uint64) bool {
 // readDirLocked lists directory ino; the caller holds v.mu.
 func (v *Volume) readDirLocked(ino uint64) ([]DirEntry, error) {
 	var out []DirEntry
-	err := v.db.View(func(txn *ktxn) error {
-		prefix := dentryPrefix(ino)
+	err := v.db.View(func(txn *meta.Txn) error {
+		prefix := meta.DentryPrefix(ino)
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			name := string(it.Item().Key()[len(prefix):])
 			err := it.Item().Value(func(b []byte) error {
-				out = append(out, DirEntry{Name: name, Ino: u64(b), Type: snapshot.EntryType(b[8])})
+				out = append(out, DirEntry{Name: name, Ino: meta.U64(b), Type: snapshot.EntryType(b[8])})
 				return nil
 			})
 			if err != nil {
@@ -336,14 +341,14 @@ func (v *Volume) readDirLocked(ino uint64) ([]DirEntry, error) {
 	return out, err
 }
 
-func sameAttrs(r *inode, e *snapshot.Entry) bool {
+func sameAttrs(r *meta.Inode, e *snapshot.Entry) bool {
 	return r.HasOrigin == e.HasOrigin && r.Origin == e.Origin && r.OriginSize == e.OriginSize && r.Mod == e.Modified &&
 		r.Mode == e.Mode && r.Uid == e.Uid && r.Gid == e.Gid && r.Atime == e.Atime && r.Mtime == e.Mtime &&
 		r.Ctime == e.Ctime && r.Rdev == e.Rdev && r.Target == e.Target && slices.EqualFunc(r.Xattrs, e.Xattrs,
 		func(a, b snapshot.Xattr) bool { return a.Name == b.Name && string(a.Value) == string(b.Value) })
 }
 
-func setAttrs(r *inode, e *snapshot.Entry) {
+func setAttrs(r *meta.Inode, e *snapshot.Entry) {
 	r.HasOrigin, r.Origin, r.OriginSize, r.Mod = e.HasOrigin, e.Origin, e.OriginSize, e.Modified
 	r.Mode, r.Uid, r.Gid = e.Mode, e.Uid, e.Gid
 	r.Atime, r.Mtime, r.Ctime = e.Atime, e.Mtime, e.Ctime
@@ -359,18 +364,18 @@ func (rc *reconciler) updateFile(ino uint64, e *snapshot.Entry) error {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 	}
-	var r *inode
+	var r *meta.Inode
 	present := map[uint64]bool{}
 	if n != nil {
-		r = n.rec.clone()
+		r = n.rec.Clone()
 		present = n.d.Present()
 	} else {
-		err := v.db.View(func(txn *ktxn) error {
+		err := v.db.View(func(txn *meta.Txn) error {
 			var err error
 			if r, err = readInode(txn, ino); err != nil {
 				return err
 			}
-			b, ok, err := getValue(txn, key64(pPresence, ino))
+			b, ok, err := getValue(txn, meta.Key64(meta.PrefixPresence, ino))
 			if ok {
 				for _, i := range data.DecodePresence(b) {
 					present[i] = true
@@ -393,7 +398,7 @@ func (rc *reconciler) updateFile(ino uint64, e *snapshot.Entry) error {
 	newInline := r.Type == snapshot.TypeFile && e.Size <= v.inlineMax
 	keep := map[uint64]bool{}
 	for _, c := range e.Chunks {
-		if ref, ok := r.chunk(c.Index); ok && ref == c.Ref && present[c.Index] && !r.isDirty(c.Index) && newInline == wasInline {
+		if ref, ok := r.Chunk(c.Index); ok && ref == c.Ref && present[c.Index] && !r.IsDirty(c.Index) && newInline == wasInline {
 			keep[c.Index] = true
 		}
 	}
@@ -422,22 +427,22 @@ func (rc *reconciler) updateFile(ino uint64, e *snapshot.Entry) error {
 	}
 	setAttrs(r, e)
 	r.Size, r.Nlink, r.Chunks, r.Dirty, r.Inline = e.Size, e.Nlink, slices.Clone(e.Chunks), nil, newInline
-	err := v.update(func(txn *ktxn, d *delta) error {
-		if err := txn.Set(key64(pInode, ino), encodeInode(r)); err != nil {
+	err := v.update(func(txn *meta.Txn, d *meta.Delta) error {
+		if err := txn.Set(meta.Key64(meta.PrefixInode, ino), meta.EncodeInode(r)); err != nil {
 			return err
 		}
-		if err := setFileDirty(txn, d, ino, false); err != nil {
+		if err := meta.SetFileDirty(txn, d, ino, false); err != nil {
 			return err
 		}
 		if (r.Inline || wasInline) && !keep[0] {
-			if err := txn.Delete(key64(pInline, ino)); err != nil {
+			if err := txn.Delete(meta.Key64(meta.PrefixInline, ino)); err != nil {
 				return err
 			}
 		}
 		if len(keep) == 0 {
-			return txn.Delete(key64(pPresence, ino))
+			return txn.Delete(meta.Key64(meta.PrefixPresence, ino))
 		}
-		return txn.Set(key64(pPresence, ino), data.EncodePresence(keep))
+		return txn.Set(meta.Key64(meta.PrefixPresence, ino), data.EncodePresence(keep))
 	})
 	if err != nil {
 		return err
@@ -477,25 +482,25 @@ func (rc *reconciler) addEntry(dir uint64, e *snapshot.Entry) error {
 		if !ok {
 			return fmt.Errorf("entry %q names hard-link group %x that the link table lacks: %w", e.Name, e.LinkID, snapshot.ErrCorrupt)
 		}
-		return v.db.Update(func(txn *ktxn) error { return txn.Set(dentryKey(dir, e.Name), dentryValue(ino, e.Type)) })
+		return v.db.Update(func(txn *meta.Txn) error { return txn.Set(meta.DentryKey(dir, e.Name), meta.DentryValue(ino, e.Type)) })
 	}
 	ino, err := v.allocIno()
 	if err != nil {
 		return err
 	}
-	r := inodeFromEntry(ino, dir, e, v.inlineMax)
-	return v.db.Update(func(txn *ktxn) error {
-		if err := txn.Set(key64(pInode, ino), encodeInode(r)); err != nil {
+	r := meta.InodeFromEntry(ino, dir, e, v.inlineMax)
+	return v.db.Update(func(txn *meta.Txn) error {
+		if err := txn.Set(meta.Key64(meta.PrefixInode, ino), meta.EncodeInode(r)); err != nil {
 			return err
 		}
-		return txn.Set(dentryKey(dir, e.Name), dentryValue(ino, e.Type))
+		return txn.Set(meta.DentryKey(dir, e.Name), meta.DentryValue(ino, e.Type))
 	})
 }
 
 // dropEntry removes the live entry de of directory dir and, unless it is a
 // hard-link group's name, its inode (with its subtree).
 func (rc *reconciler) dropEntry(dir uint64, de DirEntry) error {
-	if err := rc.v.db.Update(func(txn *ktxn) error { return txn.Delete(dentryKey(dir, de.Name)) }); err != nil {
+	if err := rc.v.db.Update(func(txn *meta.Txn) error { return txn.Delete(meta.DentryKey(dir, de.Name)) }); err != nil {
 		return err
 	}
 	if rc.isLinked(de.Ino) {
@@ -532,33 +537,33 @@ func (rc *reconciler) dropInode(ino uint64) error {
 		n.mu.Lock()
 		n.rec.Nlink = 0
 		n.rec.Parent = 0
-		rec := n.rec.clone()
+		rec := n.rec.Clone()
 		n.mu.Unlock()
 		if v.openCount(ino) > 0 {
-			return v.update(func(txn *ktxn, d *delta) error {
-				if err := txn.Set(key64(pInode, ino), encodeInode(rec)); err != nil {
+			return v.update(func(txn *meta.Txn, d *meta.Delta) error {
+				if err := txn.Set(meta.Key64(meta.PrefixInode, ino), meta.EncodeInode(rec)); err != nil {
 					return err
 				}
-				if err := setFileDirty(txn, d, ino, false); err != nil {
+				if err := meta.SetFileDirty(txn, d, ino, false); err != nil {
 					return err
 				}
-				return txn.Set(key64(pOrphan, ino), nil)
+				return txn.Set(meta.Key64(meta.PrefixOrphan, ino), nil)
 			})
 		}
 	}
 	for _, b := range r.Dirty {
 		v.gens.forget(blockKey{ino, b})
 	}
-	err = v.update(func(txn *ktxn, d *delta) error {
-		for _, p := range []byte{pInode, pPresence, pInline} {
-			if err := txn.Delete(key64(p, ino)); err != nil {
+	err = v.update(func(txn *meta.Txn, d *meta.Delta) error {
+		for _, p := range []byte{meta.PrefixInode, meta.PrefixPresence, meta.PrefixInline} {
+			if err := txn.Delete(meta.Key64(p, ino)); err != nil {
 				return err
 			}
 		}
 		if r.Type == snapshot.TypeDir {
-			return clearMark(txn, d, ino)
+			return meta.ClearMark(txn, d, ino)
 		}
-		return setFileDirty(txn, d, ino, false)
+		return meta.SetFileDirty(txn, d, ino, false)
 	})
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentfs/agentfs/cache/meta"
 	"github.com/dgraph-io/badger/v4"
 )
 
@@ -42,8 +43,8 @@ func TestReleaseRacesUnlink(t *testing.T) {
 		if err := errors.Join(errs...); err != nil {
 			t.Fatalf("round %d: %v", i, err)
 		}
-		err = v.db.View(func(txn *ktxn) error {
-			_, err := txn.Get(key64(pInode, a.Ino))
+		err = v.db.View(func(txn *meta.Txn) error {
+			_, err := txn.Get(meta.Key64(meta.PrefixInode, a.Ino))
 			return err
 		})
 		if !errors.Is(err, badger.ErrKeyNotFound) {

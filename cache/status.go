@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/agentfs/agentfs/cache/meta"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -63,9 +64,9 @@ func (v *Volume) Status(ctx context.Context) (Status, error) {
 	v.nodesMu.Lock()
 	s.OpenFiles = len(v.nodes)
 	v.nodesMu.Unlock()
-	s.DirtyDirs, s.DirtyFiles = v.dirty.counts()
-	files := v.dirty.fileList()
-	err := v.db.View(func(txn *ktxn) error {
+	s.DirtyDirs, s.DirtyFiles = v.dirty.Counts()
+	files := v.dirty.FileList()
+	err := v.db.View(func(txn *meta.Txn) error {
 		for _, ino := range files {
 			if r, err := readInode(txn, ino); err == nil {
 				s.DirtyBytes += int64(len(r.Dirty)) * int64(v.chunkSize)

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/agentfs/agentfs/cache/data"
+	"github.com/agentfs/agentfs/cache/meta"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -93,7 +94,7 @@ type Volume struct {
 	repo      *snapshot.Repo
 	chunkSize uint64
 	inlineMax uint64 // files up to this size keep their bytes in the database
-	db        *kv
+	db        *meta.DB
 	files     *data.Files // the data files
 	log       *slog.Logger
 	now       func() time.Time
@@ -113,10 +114,10 @@ type Volume struct {
 	stateMu sync.Mutex
 	state   volState // guarded by stateMu
 
-	gens     gens       // write generations of dirty blocks
-	dirty    dirtySet   // in-memory mirror of tree marks and dirty files
-	markMu   sync.Mutex // orders mark-writing transactions against a checkpoint's clearing
-	notifier Notifier   // guarded by stateMu
+	gens     gens          // write generations of dirty blocks
+	dirty    meta.DirtySet // in-memory mirror of tree marks and dirty files
+	markMu   sync.Mutex    // orders mark-writing transactions against a checkpoint's clearing
+	notifier Notifier      // guarded by stateMu
 	lease    *snapshot.Lease
 	fetches  singleflight.Group // tree loads, once for concurrent callers
 	fetch    *data.Fetcher      // chunk fetches and the read-ahead bound
@@ -131,9 +132,9 @@ type Volume struct {
 
 // Meta keys.
 var (
-	keyState  = metaKey("state")
-	keyClean  = metaKey("clean")
-	keyInoLim = metaKey("ino")
+	keyState  = meta.MetaKey("state")
+	keyClean  = meta.MetaKey("clean")
+	keyInoLim = meta.MetaKey("ino")
 )
 
 // Open opens (or creates) the cache directory for opts.Repo and branch and
@@ -214,7 +215,7 @@ func Open(ctx context.Context, opts Options) (*Volume, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open cache database in %s (is another agentfs using this cache dir?): %w", opts.CacheDir, err)
 	}
-	v.db = newKV(db, v.log)
+	v.db = meta.NewDB(db, v.log)
 	if err := v.init(ctx); err != nil {
 		v.cancel()
 		if v.lease != nil {
@@ -230,7 +231,7 @@ func Open(ctx context.Context, opts Options) (*Volume, error) {
 func (v *Volume) init(ctx context.Context) error {
 	var st volState
 	fresh := false
-	err := v.db.View(func(txn *ktxn) error {
+	err := v.db.View(func(txn *meta.Txn) error {
 		it, err := txn.Get(keyState)
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			fresh = true
@@ -263,7 +264,7 @@ func (v *Volume) init(ctx context.Context) error {
 	if err := v.initCounters(); err != nil {
 		return err
 	}
-	maxSeq, err := v.dirty.load(v.db)
+	maxSeq, err := v.dirty.Load(v.db)
 	if err != nil {
 		return fmt.Errorf("read cache state: %w", err)
 	}
@@ -293,7 +294,7 @@ func (v *Volume) init(ctx context.Context) error {
 		return err
 	}
 	// Until Close finishes cleanly, the next Open treats this run as a crash.
-	return v.db.syncUpdate(func(txn *ktxn) error { return txn.Delete(keyClean) })
+	return v.db.SyncUpdate(func(txn *meta.Txn) error { return txn.Delete(keyClean) })
 }
 
 func newID() string { return hex.EncodeToString(randBytes(8)) }
@@ -306,10 +307,10 @@ func randBytes(n int) []byte {
 
 // initCounters restores the inode allocator and the op sequence.
 func (v *Volume) initCounters() error {
-	return v.db.View(func(txn *ktxn) error {
+	return v.db.View(func(txn *meta.Txn) error {
 		v.nextIno = RootIno + 1
 		if it, err := txn.Get(keyInoLim); err == nil {
-			_ = it.Value(func(b []byte) error { v.nextIno = u64(b); return nil })
+			_ = it.Value(func(b []byte) error { v.nextIno = meta.U64(b); return nil })
 		} else if !errors.Is(err, badger.ErrKeyNotFound) {
 			return err
 		}
@@ -327,7 +328,7 @@ func (v *Volume) allocIno() (uint64, error) {
 		lim := v.nextIno + 4096
 		// In Badger before any number is used: a crash must never hand
 		// out a number whose data file may exist.
-		if err := v.db.syncUpdate(func(txn *ktxn) error { return txn.Set(keyInoLim, put64(lim)) }); err != nil {
+		if err := v.db.SyncUpdate(func(txn *meta.Txn) error { return txn.Set(keyInoLim, meta.Put64(lim)) }); err != nil {
 			return 0, fmt.Errorf("reserve inode numbers: %w", err)
 		}
 		v.inoLimit = lim
@@ -337,7 +338,7 @@ func (v *Volume) allocIno() (uint64, error) {
 	return n, nil
 }
 
-func (v *Volume) saveState(txn *ktxn, st volState) error {
+func (v *Volume) saveState(txn *meta.Txn, st volState) error {
 	b, _ := json.Marshal(st)
 	return txn.Set(keyState, b)
 }
@@ -363,21 +364,21 @@ func (v *Volume) resetNamespace(ctx context.Context, c snapshot.Commit) error {
 			return fmt.Errorf("link table of %v: %w", c.ID, err)
 		}
 	}
-	for _, p := range []byte{pInode, pDentry, pTreeMark, pDirtyF, pLink, pOrphan, pPresence, pInline} {
+	for _, p := range []byte{meta.PrefixInode, meta.PrefixDentry, meta.PrefixTreeMark, meta.PrefixDirtyFile, meta.PrefixLink, meta.PrefixOrphan, meta.PrefixPresence, meta.PrefixInline} {
 		if err := v.db.DropPrefix([]byte{p}); err != nil {
 			return fmt.Errorf("reset cache: %w", err)
 		}
 	}
-	v.dirty.reset()
+	v.dirty.Reset()
 	if err := v.files.Reset(); err != nil {
 		return err
 	}
 	r := c.Root
-	root := &inode{Ino: RootIno, Type: snapshot.TypeDir, Mode: r.Mode, Uid: r.Uid, Gid: r.Gid,
+	root := &meta.Inode{Ino: RootIno, Type: snapshot.TypeDir, Mode: r.Mode, Uid: r.Uid, Gid: r.Gid,
 		Atime: r.Atime, Mtime: r.Mtime, Ctime: r.Ctime, Nlink: max(r.Nlink, 2), Xattrs: r.Xattrs,
 		Tree: r.Tree, SubFiles: r.SubFiles, SubBytes: r.SubBytes, HasOrigin: r.HasOrigin, Mod: r.Modified}
 	wb := newBatch(v.db)
-	wb.set(key64(pInode, RootIno), encodeInode(root))
+	wb.set(meta.Key64(meta.PrefixInode, RootIno), meta.EncodeInode(root))
 	for i := range links {
 		e := &links[i]
 		if e.LinkID == 0 || e.Type == snapshot.TypeDir {
@@ -387,8 +388,8 @@ func (v *Volume) resetNamespace(ctx context.Context, c snapshot.Commit) error {
 		if err != nil {
 			return err
 		}
-		wb.set(key64(pInode, ino), encodeInode(inodeFromEntry(ino, 0, e, v.inlineMax)))
-		wb.set(key64(pLink, e.LinkID), put64(ino))
+		wb.set(meta.Key64(meta.PrefixInode, ino), meta.EncodeInode(meta.InodeFromEntry(ino, 0, e, v.inlineMax)))
+		wb.set(meta.Key64(meta.PrefixLink, e.LinkID), meta.Put64(ino))
 	}
 	v.stateMu.Lock()
 	v.state.Branch = c.ID.Branch
@@ -411,7 +412,7 @@ func (v *Volume) resetNamespace(ctx context.Context, c snapshot.Commit) error {
 // dirty blocks, which are authoritative.
 func (v *Volume) recover() error {
 	clean := true
-	err := v.db.View(func(txn *ktxn) error {
+	err := v.db.View(func(txn *meta.Txn) error {
 		_, err := txn.Get(keyClean)
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			clean = false
@@ -423,11 +424,11 @@ func (v *Volume) recover() error {
 		return err
 	}
 	var orphans []uint64
-	err = v.db.View(func(txn *ktxn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pOrphan}})
+	err = v.db.View(func(txn *meta.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{meta.PrefixOrphan}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			orphans = append(orphans, u64(it.Item().Key()[1:]))
+			orphans = append(orphans, meta.U64(it.Item().Key()[1:]))
 		}
 		return nil
 	})
@@ -436,12 +437,12 @@ func (v *Volume) recover() error {
 	}
 	wb := newBatch(v.db)
 	for _, ino := range orphans {
-		v.dirty.apply(&delta{files: map[uint64]bool{ino: false}})
-		wb.del(key64(pOrphan, ino))
-		wb.del(key64(pInode, ino))
-		wb.del(key64(pDirtyF, ino))
-		wb.del(key64(pPresence, ino))
-		wb.del(key64(pInline, ino))
+		v.dirty.Apply(&meta.Delta{Files: map[uint64]bool{ino: false}})
+		wb.del(meta.Key64(meta.PrefixOrphan, ino))
+		wb.del(meta.Key64(meta.PrefixInode, ino))
+		wb.del(meta.Key64(meta.PrefixDirtyFile, ino))
+		wb.del(meta.Key64(meta.PrefixPresence, ino))
+		wb.del(meta.Key64(meta.PrefixInline, ino))
 		_ = v.files.Remove(ino)
 	}
 	if err := wb.flush(); err != nil {
@@ -449,7 +450,7 @@ func (v *Volume) recover() error {
 	}
 	if !clean {
 		v.log.Warn("cache was not closed cleanly; recovering", "cache_dir", v.opts.CacheDir)
-		if err := v.db.DropPrefix([]byte{pPresence}); err != nil {
+		if err := v.db.DropPrefix([]byte{meta.PrefixPresence}); err != nil {
 			return err
 		}
 	}
@@ -540,11 +541,11 @@ func (v *Volume) setSeq(seq uint64) error {
 	v.state.Seq = seq
 	st := v.state
 	v.stateMu.Unlock()
-	return v.db.syncUpdate(func(txn *ktxn) error { return v.saveState(txn, st) })
+	return v.db.SyncUpdate(func(txn *meta.Txn) error { return v.saveState(txn, st) })
 }
 
 // hasLocalChanges reports whether anything is waiting to be committed.
-func (v *Volume) hasLocalChanges() (bool, error) { return v.dirty.any(), nil }
+func (v *Volume) hasLocalChanges() (bool, error) { return v.dirty.Any(), nil }
 
 // start launches the background work: checkpoints, lease renewal, value-log
 // GC. Close stops them.
@@ -640,7 +641,7 @@ func (v *Volume) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := v.db.Update(func(txn *ktxn) error { return txn.Set(keyClean, nil) }); err != nil {
+	if err := v.db.Update(func(txn *meta.Txn) error { return txn.Set(keyClean, nil) }); err != nil {
 		errs = append(errs, err)
 	}
 	if err := v.db.Close(); err != nil {
@@ -653,29 +654,29 @@ func (v *Volume) Close(ctx context.Context) error {
 // not atomic as a whole: use it only where every prefix of the writes is a
 // consistent state.
 type batch struct {
-	db  *kv
-	txn *ktxn
+	db  *meta.DB
+	txn *meta.Txn
 	n   int // writes in txn
 	err error
 }
 
-func newBatch(db *kv) *batch { return &batch{db: db, txn: db.NewTransaction(true)} }
+func newBatch(db *meta.DB) *batch { return &batch{db: db, txn: db.NewTransaction(true)} }
 
-func (b *batch) op(f func(*ktxn) error) {
+func (b *batch) op(f func(*meta.Txn) error) {
 	if b.err != nil {
 		return
 	}
 	if b.err = f(b.txn); b.err != nil {
 		return
 	}
-	if b.n++; b.n >= batchCommitOps {
+	if b.n++; b.n >= meta.BatchCommitOps {
 		b.err = b.txn.Commit()
 		b.txn, b.n = b.db.NewTransaction(true), 0
 	}
 }
 
-func (b *batch) set(k, val []byte) { b.op(func(t *ktxn) error { return t.Set(k, val) }) }
-func (b *batch) del(k []byte)      { b.op(func(t *ktxn) error { return t.Delete(k) }) }
+func (b *batch) set(k, val []byte) { b.op(func(t *meta.Txn) error { return t.Set(k, val) }) }
+func (b *batch) del(k []byte)      { b.op(func(t *meta.Txn) error { return t.Delete(k) }) }
 
 func (b *batch) flush() error {
 	if b.err != nil {

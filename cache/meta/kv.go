@@ -1,4 +1,4 @@
-package cache
+package meta
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 )
 
-// kv is the cache database: Badger behind an in-memory write-behind layer.
+// DB is the cache database: Badger behind an in-memory write-behind layer.
 //
 // A committed transaction lands in the pending table, which readers consult
 // before Badger, and returns at once: no FUSE request waits for Badger's
@@ -23,9 +23,9 @@ import (
 // transaction limit forces it), so the database always holds a prefix of
 // the commits: a crash loses at most the last few milliseconds of
 // unsynced changes and never leaves a state that did not exist. Sync (what
-// fsync calls) and syncUpdate flush and wait; Close flushes.
+// fsync calls) and SyncUpdate flush and wait; Close flushes.
 //
-// Hooks registered with kv.afterFlush run once every earlier commit is in
+// Hooks registered with AfterFlush run once every earlier commit is in
 // Badger — for side effects that must not reach the disk before the
 // metadata that justifies them (removing a deleted file's data). They run
 // with the flush lock held and must not take any lock of the engine.
@@ -44,7 +44,7 @@ import (
 // not search Badger's tables: each flush stores the keys it writes, and a
 // value read from Badger is kept only if no flush completed since the
 // snapshot it was read from was taken.
-type kv struct {
+type DB struct {
 	db  *badger.DB
 	log *slog.Logger
 
@@ -74,7 +74,7 @@ const (
 	flushSoftBytes   = 4 << 20  //
 	flushHardEntries = 64 << 10 // commits wait for a flush beyond this
 	flushHardBytes   = 32 << 20 //
-	batchCommitOps   = 8 << 10  // a batch commits every so many writes
+	BatchCommitOps   = 8 << 10  // a batch commits every so many writes
 	readCacheEntries = 64 << 10 // inode records and dentries the read cache keeps
 )
 
@@ -87,11 +87,13 @@ type rcEntry struct {
 // cachedKey says whether the read cache keeps key: inode records and
 // dentries, the keys of every lookup and stat.
 func cachedKey(key string) bool {
-	return len(key) > 0 && (key[0] == pInode || key[0] == pDentry)
+	return len(key) > 0 && (key[0] == PrefixInode || key[0] == PrefixDentry)
 }
 
-func newKV(db *badger.DB, log *slog.Logger) *kv {
-	k := &kv{db: db, log: log, pending: newMemtab(), rc: map[string]rcEntry{},
+// NewDB wraps an open Badger database and starts its flusher; Close
+// stops it and closes db.
+func NewDB(db *badger.DB, log *slog.Logger) *DB {
+	k := &DB{db: db, log: log, pending: newMemtab(), rc: map[string]rcEntry{},
 		kick: make(chan struct{}, 1), urgent: make(chan struct{}, 1), stop: make(chan struct{})}
 	k.wg.Add(1)
 	go k.flushLoop()
@@ -179,24 +181,24 @@ func (m *memtab) collect(prefix string, into map[string]wentry) {
 // tables or the read cache costs no Badger transaction. Every read sees
 // the commits made before it, so possibly newer than the transaction's
 // start, never older: the transaction is not a snapshot. (Namespace
-// readers hold Volume.mu, so what can be newer is file data state, whose
+// readers hold the engine's namespace lock (cache.Volume.mu), so what can be newer is file data state, whose
 // records are each complete.)
-func (k *kv) NewTransaction(update bool) *ktxn {
+func (k *DB) NewTransaction(update bool) *Txn {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
-	return &ktxn{kv: k, update: update, p: k.pending, i: k.inflight}
+	return &Txn{DB: k, update: update, p: k.pending, i: k.inflight}
 }
 
 // badger returns the transaction's Badger snapshot, taking it on first use
 // and again once a flush completed since it was taken (the flushed table
 // may be neither current nor the transaction's). A replaced snapshot stays
 // open for its iterators until Discard.
-func (t *ktxn) badger() *badger.Txn {
+func (t *Txn) badger() *badger.Txn {
 	// The generation is read before the snapshot is taken: a flush in
 	// between makes it stale, never the value read newer than it.
-	t.kv.rcMu.Lock()
-	gen := t.kv.gen
-	t.kv.rcMu.Unlock()
+	t.DB.rcMu.Lock()
+	gen := t.DB.gen
+	t.DB.rcMu.Unlock()
 	if t.bt != nil && t.gen == gen {
 		return t.bt
 	}
@@ -204,19 +206,19 @@ func (t *ktxn) badger() *badger.Txn {
 		t.old = append(t.old, t.bt)
 	}
 	t.gen = gen
-	t.bt = t.kv.db.NewTransaction(false)
+	t.bt = t.DB.db.NewTransaction(false)
 	return t.bt
 }
 
 // View runs fn in a read-only transaction.
-func (k *kv) View(fn func(*ktxn) error) error {
+func (k *DB) View(fn func(*Txn) error) error {
 	t := k.NewTransaction(false)
 	defer t.Discard()
 	return fn(t)
 }
 
 // Update runs fn in a read-write transaction and commits it (write-behind).
-func (k *kv) Update(fn func(*ktxn) error) error {
+func (k *DB) Update(fn func(*Txn) error) error {
 	t := k.NewTransaction(true)
 	defer t.Discard()
 	if err := fn(t); err != nil {
@@ -225,11 +227,11 @@ func (k *kv) Update(fn func(*ktxn) error) error {
 	return t.Commit()
 }
 
-// syncUpdate is Update, returning once the writes (and every earlier
+// SyncUpdate is Update, returning once the writes (and every earlier
 // commit) are in Badger: for records a crash must not lose once later
 // changes depend on them (the inode reservation, the clean-close marker,
 // the commit a checkpoint recorded).
-func (k *kv) syncUpdate(fn func(*ktxn) error) error {
+func (k *DB) SyncUpdate(fn func(*Txn) error) error {
 	if err := k.Update(fn); err != nil {
 		return err
 	}
@@ -237,14 +239,14 @@ func (k *kv) syncUpdate(fn func(*ktxn) error) error {
 }
 
 // Flush writes every commit made before it to Badger.
-func (k *kv) Flush() error {
+func (k *DB) Flush() error {
 	k.flushMu.Lock()
 	defer k.flushMu.Unlock()
 	return k.flushLocked()
 }
 
 // Sync flushes and then syncs Badger's files to disk.
-func (k *kv) Sync() error {
+func (k *DB) Sync() error {
 	if err := k.Flush(); err != nil {
 		return err
 	}
@@ -253,7 +255,7 @@ func (k *kv) Sync() error {
 
 // DropPrefix deletes every key with one of the prefixes. The caller keeps
 // writers of those keys out while it runs.
-func (k *kv) DropPrefix(prefixes ...[]byte) error {
+func (k *DB) DropPrefix(prefixes ...[]byte) error {
 	k.flushMu.Lock()
 	defer k.flushMu.Unlock()
 	if err := k.flushLocked(); err != nil {
@@ -269,10 +271,10 @@ func (k *kv) DropPrefix(prefixes ...[]byte) error {
 }
 
 // RunValueLogGC runs Badger's value-log garbage collection.
-func (k *kv) RunValueLogGC(ratio float64) error { return k.db.RunValueLogGC(ratio) }
+func (k *DB) RunValueLogGC(ratio float64) error { return k.db.RunValueLogGC(ratio) }
 
 // Close stops the flusher, flushes what is pending and closes Badger.
-func (k *kv) Close() error {
+func (k *DB) Close() error {
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
@@ -286,7 +288,7 @@ func (k *kv) Close() error {
 	return errors.Join(err, k.db.Close())
 }
 
-func (k *kv) flushLoop() {
+func (k *DB) flushLoop() {
 	defer k.wg.Done()
 	t := time.NewTimer(0)
 	<-t.C
@@ -320,7 +322,7 @@ func (k *kv) flushLoop() {
 	}
 }
 
-func (k *kv) wake(urgent bool) {
+func (k *DB) wake(urgent bool) {
 	ch := k.kick
 	if urgent {
 		ch = k.urgent
@@ -333,7 +335,7 @@ func (k *kv) wake(urgent bool) {
 
 // cacheLocked puts e in the read cache, evicting an arbitrary eighth of it
 // when full. Caller holds k.rcMu.
-func (k *kv) cacheLocked(key string, e rcEntry) {
+func (k *DB) cacheLocked(key string, e rcEntry) {
 	if _, ok := k.rc[key]; !ok && len(k.rc) >= readCacheEntries {
 		for old := range k.rc {
 			delete(k.rc, old)
@@ -346,7 +348,7 @@ func (k *kv) cacheLocked(key string, e rcEntry) {
 }
 
 // flushLocked is Flush with k.flushMu held.
-func (k *kv) flushLocked() error {
+func (k *DB) flushLocked() error {
 	k.mu.Lock()
 	m := k.pending
 	if m.empty() {
@@ -390,7 +392,7 @@ func (k *kv) flushLocked() error {
 // write stores m's commits in Badger, in order, in as few transactions as
 // Badger's size limit allows, splitting between commits (within one only
 // when it alone exceeds the limit).
-func (k *kv) write(m *memtab) error {
+func (k *DB) write(m *memtab) error {
 	txn := k.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
 	apply := func(w wentry) error {
@@ -447,15 +449,15 @@ func (k *kv) write(m *memtab) error {
 	return txn.Commit()
 }
 
-// ktxn is a transaction over kv, with the method set of the parts of
+// Txn is a transaction over DB, with the method set of the parts of
 // badger.Txn the engine uses. Conflicts are not detected: the engine's
 // locks order writers of the same key.
-type ktxn struct {
-	kv     *kv
+type Txn struct {
+	DB     *DB
 	bt     *badger.Txn   // read-only Badger snapshot, nil until badger()
 	old    []*badger.Txn // snapshots badger() replaced, discarded with the transaction
 	p, i   *memtab       // the pending and in-flight tables at the start
-	gen    uint64        // kv.gen when bt was taken
+	gen    uint64        // DB.gen when bt was taken
 	update bool
 	writes []wentry
 	own    map[string]int // key → index of its last write in writes
@@ -463,11 +465,11 @@ type ktxn struct {
 }
 
 // Get returns the item of key, or badger.ErrKeyNotFound.
-func (t *ktxn) Get(key []byte) (*kitem, error) {
+func (t *Txn) Get(key []byte) (*Item, error) {
 	if i, ok := t.own[string(key)]; ok {
 		return t.overlayItem(t.writes[i])
 	}
-	k := t.kv
+	k := t.DB
 	k.mu.RLock()
 	var w wentry
 	var ok bool
@@ -485,7 +487,7 @@ func (t *ktxn) Get(key []byte) (*kitem, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &kitem{bi: it}, nil
+		return &Item{bi: it}, nil
 	}
 	k.rcMu.Lock()
 	e, ok := k.rc[string(key)]
@@ -514,10 +516,10 @@ func (t *ktxn) Get(key []byte) (*kitem, error) {
 
 // tables returns the tables a read consults, newest first: the current
 // pending and in-flight ones, then those of the transaction's start. Caller
-// holds kv.mu.
-func (t *ktxn) tables() []*memtab {
+// holds DB.mu.
+func (t *Txn) tables() []*memtab {
 	ts := make([]*memtab, 0, 4)
-	for _, m := range []*memtab{t.kv.pending, t.kv.inflight, t.p, t.i} {
+	for _, m := range []*memtab{t.DB.pending, t.DB.inflight, t.p, t.i} {
 		if m != nil && !slices.Contains(ts, m) {
 			ts = append(ts, m)
 		}
@@ -525,22 +527,22 @@ func (t *ktxn) tables() []*memtab {
 	return ts
 }
 
-func (t *ktxn) overlayItem(w wentry) (*kitem, error) {
+func (t *Txn) overlayItem(w wentry) (*Item, error) {
 	if w.del {
 		return nil, badger.ErrKeyNotFound
 	}
-	return &kitem{key: []byte(w.key), val: w.val}, nil
+	return &Item{key: []byte(w.key), val: w.val}, nil
 }
 
 // Set writes key=val when the transaction commits. Both are copied.
-func (t *ktxn) Set(key, val []byte) error {
+func (t *Txn) Set(key, val []byte) error {
 	return t.write(wentry{key: string(key), val: bytes.Clone(val)})
 }
 
 // Delete deletes key when the transaction commits.
-func (t *ktxn) Delete(key []byte) error { return t.write(wentry{key: string(key), del: true}) }
+func (t *Txn) Delete(key []byte) error { return t.write(wentry{key: string(key), del: true}) }
 
-func (t *ktxn) write(w wentry) error {
+func (t *Txn) write(w wentry) error {
 	if !t.update {
 		return badger.ErrReadOnlyTxn
 	}
@@ -558,9 +560,9 @@ func (t *ktxn) write(w wentry) error {
 	return nil
 }
 
-// afterFlush runs fn once every commit made so far is in Badger (at once
+// AfterFlush runs fn once every commit made so far is in Badger (at once
 // if the database is closed).
-func (k *kv) afterFlush(fn func()) {
+func (k *DB) AfterFlush(fn func()) {
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
@@ -574,7 +576,7 @@ func (k *kv) afterFlush(fn func()) {
 
 // Commit makes the writes visible to every later transaction and queues
 // them for Badger. It waits only when the pending table is over its limit.
-func (t *ktxn) Commit() error {
+func (t *Txn) Commit() error {
 	if t.done {
 		return badger.ErrDiscardedTxn
 	}
@@ -582,7 +584,7 @@ func (t *ktxn) Commit() error {
 	if len(t.writes) == 0 {
 		return nil
 	}
-	k := t.kv
+	k := t.DB
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
@@ -603,7 +605,7 @@ func (t *ktxn) Commit() error {
 }
 
 // Discard ends the transaction; after Commit it does nothing.
-func (t *ktxn) Discard() {
+func (t *Txn) Discard() {
 	if t.done {
 		return
 	}
@@ -619,7 +621,7 @@ func (t *ktxn) Discard() {
 // NewIterator iterates over the keys with opts.Prefix in order, merging
 // the transaction's view of the tables with Badger's snapshot. Only Prefix
 // is honoured among the options' filters.
-func (t *ktxn) NewIterator(opts badger.IteratorOptions) *kiter {
+func (t *Txn) NewIterator(opts badger.IteratorOptions) *Iter {
 	prefix := string(opts.Prefix)
 	over := map[string]wentry{}
 	for _, w := range t.writes {
@@ -627,7 +629,7 @@ func (t *ktxn) NewIterator(opts badger.IteratorOptions) *kiter {
 			over[w.key] = t.writes[t.own[w.key]]
 		}
 	}
-	k := t.kv
+	k := t.DB
 	k.mu.RLock()
 	for _, m := range t.tables() {
 		m.collect(prefix, over)
@@ -638,33 +640,33 @@ func (t *ktxn) NewIterator(opts badger.IteratorOptions) *kiter {
 		ws = append(ws, w)
 	}
 	slices.SortFunc(ws, func(a, b wentry) int { return strings.Compare(a.key, b.key) })
-	return &kiter{bi: t.badger().NewIterator(opts), over: ws}
+	return &Iter{bi: t.badger().NewIterator(opts), over: ws}
 }
 
-// kiter merges a sorted overlay with a Badger iterator; overlay entries
+// Iter merges a sorted overlay with a Badger iterator; overlay entries
 // replace Badger's keys, and deletions hide them.
-type kiter struct {
+type Iter struct {
 	bi   *badger.Iterator
 	over []wentry
 	oi   int
-	cur  *kitem
+	cur  *Item
 }
 
 // Rewind positions the iterator at the first key.
-func (it *kiter) Rewind() {
+func (it *Iter) Rewind() {
 	it.bi.Rewind()
 	it.oi = 0
 	it.settle()
 }
 
 // Valid reports whether the iterator is at a key.
-func (it *kiter) Valid() bool { return it.cur != nil }
+func (it *Iter) Valid() bool { return it.cur != nil }
 
 // Item returns the current item, valid until Next.
-func (it *kiter) Item() *kitem { return it.cur }
+func (it *Iter) Item() *Item { return it.cur }
 
 // Next moves to the next key.
-func (it *kiter) Next() {
+func (it *Iter) Next() {
 	if it.cur == nil {
 		return
 	}
@@ -678,7 +680,7 @@ func (it *kiter) Next() {
 
 // settle makes cur the smaller of the two heads, skipping Badger keys the
 // overlay replaces and overlay deletions.
-func (it *kiter) settle() {
+func (it *Iter) settle() {
 	for {
 		var bk []byte
 		if it.bi.Valid() {
@@ -699,7 +701,7 @@ func (it *kiter) settle() {
 					it.oi++
 					continue
 				}
-				it.cur = &kitem{key: []byte(w.key), val: w.val}
+				it.cur = &Item{key: []byte(w.key), val: w.val}
 				return
 			}
 		}
@@ -707,23 +709,23 @@ func (it *kiter) settle() {
 			it.cur = nil
 			return
 		}
-		it.cur = &kitem{bi: it.bi.Item()}
+		it.cur = &Item{bi: it.bi.Item()}
 		return
 	}
 }
 
 // Close releases the iterator.
-func (it *kiter) Close() { it.bi.Close() }
+func (it *Iter) Close() { it.bi.Close() }
 
-// kitem is a key and its value, from Badger or from the overlay.
-type kitem struct {
+// Item is a key and its value, from Badger or from the overlay.
+type Item struct {
 	bi  *badger.Item
 	key []byte
 	val []byte
 }
 
 // Key returns the key, valid until the iterator moves.
-func (i *kitem) Key() []byte {
+func (i *Item) Key() []byte {
 	if i.bi != nil {
 		return i.bi.Key()
 	}
@@ -731,10 +733,10 @@ func (i *kitem) Key() []byte {
 }
 
 // KeyCopy returns a copy of the key, in dst if it fits.
-func (i *kitem) KeyCopy(dst []byte) []byte { return append(dst[:0], i.Key()...) }
+func (i *Item) KeyCopy(dst []byte) []byte { return append(dst[:0], i.Key()...) }
 
 // Value calls fn with the value, valid only during the call.
-func (i *kitem) Value(fn func([]byte) error) error {
+func (i *Item) Value(fn func([]byte) error) error {
 	if i.bi != nil {
 		return i.bi.Value(fn)
 	}
@@ -742,9 +744,97 @@ func (i *kitem) Value(fn func([]byte) error) error {
 }
 
 // ValueCopy returns a copy of the value, in dst if it fits.
-func (i *kitem) ValueCopy(dst []byte) ([]byte, error) {
+func (i *Item) ValueCopy(dst []byte) ([]byte, error) {
 	if i.bi != nil {
 		return i.bi.ValueCopy(dst)
 	}
 	return append(dst[:0], i.val...), nil
+}
+
+// CheckInvariants returns what of the write-behind layer's invariants does
+// not hold: no table is in flight outside a flush; in the pending table,
+// every key's last write is the last in its commit log, the prefix groups
+// index exactly its keys, and its write count matches the log; the read
+// cache admits only cachedKey keys, stays within its bound, and every entry
+// of a key that no table holds equals what Badger holds. It holds off
+// flushes while it runs; tests call it (the engine's model test after every
+// step).
+func (k *DB) CheckInvariants() error {
+	k.flushMu.Lock()
+	defer k.flushMu.Unlock()
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if k.inflight != nil {
+		return fmt.Errorf("cache database: a table is in flight outside a flush")
+	}
+	if err := k.pending.check(); err != nil {
+		return fmt.Errorf("cache database: pending table: %w", err)
+	}
+	k.rcMu.Lock()
+	defer k.rcMu.Unlock()
+	if len(k.rc) > readCacheEntries {
+		return fmt.Errorf("cache database: read cache holds %d entries, over its bound %d", len(k.rc), readCacheEntries)
+	}
+	txn := k.db.NewTransaction(false)
+	defer txn.Discard()
+	for key, e := range k.rc {
+		if !cachedKey(key) {
+			return fmt.Errorf("cache database: read cache holds %q, a key it does not admit", key)
+		}
+		if _, ok := k.pending.last[key]; ok {
+			continue // reads find the table first
+		}
+		it, err := txn.Get([]byte(key))
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+			if !e.absent {
+				return fmt.Errorf("cache database: read cache holds a value of %q, absent from Badger", key)
+			}
+		case err != nil:
+			return fmt.Errorf("cache database: %w", err)
+		default:
+			val, err := it.ValueCopy(nil)
+			if err != nil {
+				return fmt.Errorf("cache database: %w", err)
+			}
+			if e.absent || !bytes.Equal(val, e.val) {
+				return fmt.Errorf("cache database: read cache of %q (absent %v) differs from Badger's value", key, e.absent)
+			}
+		}
+	}
+	return nil
+}
+
+// check returns what of the table's own consistency does not hold.
+func (m *memtab) check() error {
+	last, n := map[string]wentry{}, 0
+	for _, c := range m.log {
+		for _, w := range c {
+			last[w.key] = w
+			n++
+		}
+	}
+	if n != m.n {
+		return fmt.Errorf("counts %d writes, its log holds %d", m.n, n)
+	}
+	if len(last) != len(m.last) {
+		return fmt.Errorf("holds %d keys, its log writes %d", len(m.last), len(last))
+	}
+	for key, w := range last {
+		got, ok := m.last[key]
+		if !ok || got.del != w.del || !bytes.Equal(got.val, w.val) {
+			return fmt.Errorf("last write of %q is not the log's last", key)
+		}
+		if _, ok := m.groups[groupOf(key)][key]; !ok {
+			return fmt.Errorf("key %q missing from its prefix group", key)
+		}
+	}
+	grouped := 0
+	for _, keys := range m.groups {
+		grouped += len(keys)
+	}
+	if grouped != len(m.last) {
+		return fmt.Errorf("prefix groups index %d keys, the table holds %d", grouped, len(m.last))
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package cache
+package meta
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 
 // openKV opens a kv over a fresh Badger in a temporary directory. A small
 // memtable makes Badger's transaction limit small enough to hit.
-func openKV(t *testing.T, memtable int64) *kv {
+func openKV(t *testing.T, memtable int64) *DB {
 	t.Helper()
 	opts := badger.DefaultOptions(t.TempDir()).WithLogger(nil).WithDetectConflicts(false)
 	if memtable > 0 {
@@ -25,12 +25,22 @@ func openKV(t *testing.T, memtable int64) *kv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := newKV(db, slog.New(slog.DiscardHandler))
+	k := NewDB(db, slog.New(slog.DiscardHandler))
 	t.Cleanup(func() { _ = k.Close() })
+	t.Cleanup(func() { checkKV(t, k) }) // before the close
 	return k
 }
 
-func kvGet(t *testing.T, txn *ktxn, key string) (string, bool) {
+// checkKV fails the test if k's invariants do not hold. It waits for a
+// flush in progress: never call it with flushMu held.
+func checkKV(t *testing.T, k *DB) {
+	t.Helper()
+	if err := k.CheckInvariants(); err != nil {
+		t.Error(err)
+	}
+}
+
+func kvGet(t *testing.T, txn *Txn, key string) (string, bool) {
 	t.Helper()
 	it, err := txn.Get([]byte(key))
 	if errors.Is(err, badger.ErrKeyNotFound) {
@@ -47,7 +57,7 @@ func kvGet(t *testing.T, txn *ktxn, key string) (string, bool) {
 }
 
 // badgerGet reads key from Badger itself, below the write-behind layer.
-func badgerGet(t *testing.T, k *kv, key string) (string, bool) {
+func badgerGet(t *testing.T, k *DB, key string) (string, bool) {
 	t.Helper()
 	var v []byte
 	err := k.db.View(func(txn *badger.Txn) error {
@@ -67,9 +77,9 @@ func badgerGet(t *testing.T, k *kv, key string) (string, bool) {
 	return string(v), true
 }
 
-func kvSet(t *testing.T, k *kv, kvs ...string) {
+func kvSet(t *testing.T, k *DB, kvs ...string) {
 	t.Helper()
-	err := k.Update(func(txn *ktxn) error {
+	err := k.Update(func(txn *Txn) error {
 		for i := 0; i < len(kvs); i += 2 {
 			var err error
 			if kvs[i+1] == "<del>" {
@@ -88,7 +98,7 @@ func kvSet(t *testing.T, k *kv, kvs ...string) {
 	}
 }
 
-func kvScan(t *testing.T, txn *ktxn, prefix string) []string {
+func kvScan(t *testing.T, txn *Txn, prefix string) []string {
 	t.Helper()
 	var out []string
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefix)})
@@ -105,6 +115,7 @@ func kvScan(t *testing.T, txn *ktxn, prefix string) []string {
 func TestKVReadYourWritesAndLayers(t *testing.T) {
 	k := openKV(t, 0)
 	kvSet(t, k, "a", "1", "b", "1")
+	checkKV(t, k)
 	if _, ok := badgerGet(t, k, "a"); ok {
 		t.Fatal("a commit reached Badger before any flush")
 	}
@@ -141,7 +152,7 @@ func TestKVReadYourWritesAndLayers(t *testing.T) {
 	if _, ok := badgerGet(t, k, "b"); ok {
 		t.Fatal("after flush, Badger still has b")
 	}
-	err := k.View(func(txn *ktxn) error {
+	err := k.View(func(txn *Txn) error {
 		if err := txn.Set([]byte("x"), nil); !errors.Is(err, badger.ErrReadOnlyTxn) {
 			return fmt.Errorf("write in a read-only transaction: %w", err)
 		}
@@ -155,10 +166,12 @@ func TestKVReadYourWritesAndLayers(t *testing.T) {
 func TestKVIteratorMerges(t *testing.T) {
 	k := openKV(t, 0)
 	kvSet(t, k, "a1", "b", "a3", "b", "a5", "b", "b1", "b")
+	checkKV(t, k)
 	if err := k.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	kvSet(t, k, "a2", "p", "a3", "<del>", "a5", "p", "a0", "p")
+	checkKV(t, k)
 	txn := k.NewTransaction(true)
 	defer txn.Discard()
 	if err := txn.Set([]byte("a4"), []byte("own")); err != nil {
@@ -200,7 +213,7 @@ func TestKVFlushSplits(t *testing.T) {
 	val := bytes.Repeat([]byte("v"), 500)
 	want := map[string]string{}
 	for c := range 200 {
-		err := k.Update(func(txn *ktxn) error {
+		err := k.Update(func(txn *Txn) error {
 			for i := range 20 {
 				key := fmt.Sprintf("k%05d", (c*20+i)%3000)
 				v := fmt.Sprintf("%d:%s", c, val)
@@ -216,7 +229,7 @@ func TestKVFlushSplits(t *testing.T) {
 		}
 	}
 	// One commit bigger than a transaction.
-	err := k.Update(func(txn *ktxn) error {
+	err := k.Update(func(txn *Txn) error {
 		for i := range 2000 {
 			key := fmt.Sprintf("big%05d", i)
 			want[key] = string(val)
@@ -243,7 +256,8 @@ func TestKVAfterFlush(t *testing.T) {
 	k := openKV(t, 0)
 	ran := make(chan bool, 1)
 	kvSet(t, k, "x", "1")
-	k.afterFlush(func() { _, ok := badgerGet(t, k, "x"); ran <- ok })
+	checkKV(t, k)
+	k.AfterFlush(func() { _, ok := badgerGet(t, k, "x"); ran <- ok })
 	if err := k.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -256,8 +270,9 @@ func TestKVAfterFlush(t *testing.T) {
 // and leaves no old value in the read cache.
 func TestKVReadCacheStaleFill(t *testing.T) {
 	k := openKV(t, 0)
-	key := string(key64(pInode, 7))
+	key := string(Key64(PrefixInode, 7))
 	kvSet(t, k, key, "old")
+	checkKV(t, k)
 	if err := k.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -268,10 +283,12 @@ func TestKVReadCacheStaleFill(t *testing.T) {
 		t.Fatal("unrelated key found")
 	}
 	kvSet(t, k, "other", "x")
+	checkKV(t, k)
 	if err := k.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	kvSet(t, k, key, "new")
+	checkKV(t, k)
 	if err := k.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -291,6 +308,7 @@ func TestKVReadCacheStaleFill(t *testing.T) {
 	}
 	// A cached entry follows later flushes, deletion included.
 	kvSet(t, k, key, "<del>")
+	checkKV(t, k)
 	if err := k.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -298,13 +316,14 @@ func TestKVReadCacheStaleFill(t *testing.T) {
 		t.Fatal("deleted key still read")
 	}
 	kvSet(t, k, key, "again")
+	checkKV(t, k)
 	if err := k.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := kvGet(t, k.NewTransaction(false), key); v != "again" {
 		t.Fatalf("after re-creation: got %q", v)
 	}
-	if err := k.DropPrefix([]byte{pInode}); err != nil {
+	if err := k.DropPrefix([]byte{PrefixInode}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := kvGet(t, k.NewTransaction(false), key); ok {
@@ -323,11 +342,11 @@ func TestKVConcurrent(t *testing.T) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 9))
 			for i := range 500 {
-				key := string(key64(pInode, uint64(w*1000+rng.IntN(50))))
+				key := string(Key64(PrefixInode, uint64(w*1000+rng.IntN(50))))
 				val := fmt.Sprintf("%d-%d", w, i)
 				del := rng.IntN(5) == 0
 				mu.Lock() // one writer per key set at a time, as the engine's locks do
-				err := k.Update(func(txn *ktxn) error {
+				err := k.Update(func(txn *Txn) error {
 					if del {
 						return txn.Delete([]byte(key))
 					}
@@ -356,7 +375,7 @@ func TestKVConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for range 300 {
 				txn := k.NewTransaction(false)
-				_ = kvScan(t, txn, string([]byte{pInode}))
+				_ = kvScan(t, txn, string([]byte{PrefixInode}))
 				txn.Discard()
 			}
 		})
@@ -369,7 +388,7 @@ func TestKVConcurrent(t *testing.T) {
 			t.Fatalf("%x: got %q, want %q", key, got, v)
 		}
 	}
-	if n := len(kvScan(t, txn, string([]byte{pInode}))); n != len(model) {
+	if n := len(kvScan(t, txn, string([]byte{PrefixInode}))); n != len(model) {
 		t.Fatalf("scan: %d keys, model %d", n, len(model))
 	}
 	if err := k.Flush(); err != nil {
@@ -390,13 +409,15 @@ func TestKVConcurrent(t *testing.T) {
 // stale one wrote a just-written git object back as empty.
 func TestKVReadSeesCommitsAfterSwap(t *testing.T) {
 	k := openKV(t, 0)
-	rec := string(key64(pInode, 7))   // kept by the read cache
-	data := string(key64(pInline, 7)) // not kept by it
+	rec := string(Key64(PrefixInode, 7))   // kept by the read cache
+	data := string(Key64(PrefixInline, 7)) // not kept by it
 	kvSet(t, k, rec, "old", data, "old")
+	checkKV(t, k)
 	if err := k.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	kvSet(t, k, "a", "1") // the pending table txn captures is not empty
+	checkKV(t, k)
 	txn := k.NewTransaction(true)
 	defer txn.Discard()
 	if err := k.Flush(); err != nil { // swaps in a new pending table
@@ -413,13 +434,57 @@ func TestKVReadSeesCommitsAfterSwap(t *testing.T) {
 		t.Errorf("a record committed to the pending table after a flush reads %q", v)
 	}
 	kvSet(t, k, data, "new")
+	checkKV(t, k)
 	if err := k.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := kvGet(t, txn, data); v != "new" {
 		t.Errorf("a value flushed after the transaction's snapshot reads %q", v)
 	}
-	if got := kvScan(t, txn, string([]byte{pInode})); !slices.Equal(got, []string{rec + "=new"}) {
+	if got := kvScan(t, txn, string([]byte{PrefixInode})); !slices.Equal(got, []string{rec + "=new"}) {
 		t.Errorf("a scan reads %q", got)
 	}
+}
+
+// TestKVCheckInvariantsCatches shows that CheckInvariants sees a read cache
+// that differs from Badger and a pending table whose index lies.
+func TestKVCheckInvariantsCatches(t *testing.T) {
+	k := openKV(t, 0)
+	kvSet(t, k, "i1", "a", "d1x", "b")
+	checkKV(t, k)
+	if err := k.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	checkKV(t, k)
+	_ = k.View(func(txn *Txn) error { kvGet(t, txn, "i2"); return nil }) // caches an absence
+
+	k.rcMu.Lock()
+	saved := k.rc["i1"]
+	k.rc["i1"] = rcEntry{val: []byte("stale")}
+	k.rcMu.Unlock()
+	if err := k.CheckInvariants(); err == nil {
+		t.Error("a stale read-cache value passed")
+	}
+	k.rcMu.Lock()
+	k.rc["i1"] = saved
+	k.rc["i2"] = rcEntry{val: []byte("ghost")}
+	k.rcMu.Unlock()
+	if err := k.CheckInvariants(); err == nil {
+		t.Error("a read-cache value of an absent key passed")
+	}
+	k.rcMu.Lock()
+	k.rc["i2"] = rcEntry{absent: true}
+	k.rcMu.Unlock()
+	checkKV(t, k)
+
+	k.mu.Lock()
+	k.pending.add([]wentry{{key: "i3", val: []byte("c")}}, nil)
+	delete(k.pending.groups[groupOf("i3")], "i3")
+	k.mu.Unlock()
+	if err := k.CheckInvariants(); err == nil {
+		t.Error("a key missing from its prefix group passed")
+	}
+	k.mu.Lock()
+	k.pending.groups[groupOf("i3")]["i3"] = struct{}{}
+	k.mu.Unlock()
 }

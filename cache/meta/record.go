@@ -1,6 +1,7 @@
-package cache
+package meta
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -22,61 +23,69 @@ import (
 //	'v' ino                 → the local bytes of an inline (small) file
 //	'm' name                → volume state (see volume.go)
 const (
-	pInode    = 'i'
-	pDentry   = 'd'
-	pTreeMark = 't'
-	pDirtyF   = 'w'
-	pLink     = 'h'
-	pOrphan   = 'o'
-	pPresence = 'p'
-	pInline   = 'v'
-	pMeta     = 'm'
+	PrefixInode     = 'i'
+	PrefixDentry    = 'd'
+	PrefixTreeMark  = 't'
+	PrefixDirtyFile = 'w'
+	PrefixLink      = 'h'
+	PrefixOrphan    = 'o'
+	PrefixPresence  = 'p'
+	PrefixInline    = 'v'
+	PrefixMeta      = 'm'
 )
 
-// linkTableDir is the pseudo-directory whose tree mark means "rewrite the
+// LinkTableDir is the pseudo-directory whose tree mark means "rewrite the
 // link table".
-const linkTableDir uint64 = 0
+const LinkTableDir uint64 = 0
 
-func key64(prefix byte, n uint64) []byte {
+// Key64 returns the key of prefix and a number (an inode, a directory,
+// a link group).
+func Key64(prefix byte, n uint64) []byte {
 	k := make([]byte, 9)
 	k[0] = prefix
 	binary.BigEndian.PutUint64(k[1:], n)
 	return k
 }
 
-func dentryKey(parent uint64, name string) []byte {
+// DentryKey returns the key of the dentry name in directory parent.
+func DentryKey(parent uint64, name string) []byte {
 	k := make([]byte, 9, 9+len(name))
-	k[0] = pDentry
+	k[0] = PrefixDentry
 	binary.BigEndian.PutUint64(k[1:], parent)
 	return append(k, name...)
 }
 
-func dentryPrefix(parent uint64) []byte { return key64(pDentry, parent) }
+// DentryPrefix returns the prefix of every dentry of directory parent.
+func DentryPrefix(parent uint64) []byte { return Key64(PrefixDentry, parent) }
 
-func metaKey(name string) []byte { return append([]byte{pMeta}, name...) }
+// MetaKey returns the key of the volume-state record name.
+func MetaKey(name string) []byte { return append([]byte{PrefixMeta}, name...) }
 
-func u64(b []byte) uint64 {
+// U64 decodes a big-endian number, 0 if b is shorter than 8 bytes.
+func U64(b []byte) uint64 {
 	if len(b) < 8 {
 		return 0
 	}
 	return binary.BigEndian.Uint64(b)
 }
 
-func put64(n uint64) []byte {
+// Put64 encodes n big-endian in 8 bytes.
+func Put64(n uint64) []byte {
 	b := make([]byte, 8)
 	binary.BigEndian.PutUint64(b, n)
 	return b
 }
 
-func dentryValue(ino uint64, t snapshot.EntryType) []byte {
+// DentryValue encodes a dentry's value: the child's inode and type.
+func DentryValue(ino uint64, t snapshot.EntryType) []byte {
 	b := make([]byte, 9)
 	binary.BigEndian.PutUint64(b, ino)
 	b[8] = byte(t)
 	return b
 }
 
-// inode is the persistent record of one inode.
-type inode struct {
+// Inode is the persistent record of one inode.
+type Inode struct {
 	Ino    uint64
 	Type   snapshot.EntryType
 	Mode   uint32 // 07777
@@ -123,7 +132,8 @@ type inode struct {
 
 const recVersion = 1
 
-func encodeInode(n *inode) []byte {
+// EncodeInode encodes n as the value of its inode key.
+func EncodeInode(n *Inode) []byte {
 	e := binenc.Encoder{B: make([]byte, 0, 96+len(n.Chunks)*70)}
 	e.Byte(recVersion)
 	e.Uvarint(n.Ino)
@@ -166,12 +176,14 @@ func encodeInode(n *inode) []byte {
 	return e.B
 }
 
-func decodeInode(b []byte) (*inode, error) {
+// DecodeInode decodes an inode record. Its error says what is wrong with
+// the record; the engine reports it as its ErrIO.
+func DecodeInode(b []byte) (*Inode, error) {
 	d := binenc.Decoder{B: b}
 	if v := d.Byte(); v != recVersion && d.Err() == nil {
-		return nil, fmt.Errorf("inode record version %d: %w", v, ErrIO)
+		return nil, fmt.Errorf("inode record version %d", v)
 	}
-	n := &inode{}
+	n := &Inode{}
 	n.Ino = d.Uvarint()
 	n.Type = snapshot.EntryType(d.Byte())
 	n.Mode = d.Uint32()
@@ -210,13 +222,13 @@ func decodeInode(b []byte) (*inode, error) {
 	n.Mod = d.Bool()
 	d.End()
 	if d.Err() != nil {
-		return nil, fmt.Errorf("inode record: %w: %w", ErrIO, d.Err())
+		return nil, fmt.Errorf("inode record: %w", d.Err())
 	}
 	return n, nil
 }
 
-// clone returns a deep copy of n.
-func (n *inode) clone() *inode {
+// Clone returns a deep copy of n.
+func (n *Inode) Clone() *Inode {
 	c := *n
 	c.Xattrs = slices.Clone(n.Xattrs)
 	c.Chunks = slices.Clone(n.Chunks)
@@ -224,36 +236,18 @@ func (n *inode) clone() *inode {
 	return &c
 }
 
-// attr returns the stat view of n.
-func (n *inode) attr() Attr {
-	a := Attr{
-		Ino: n.Ino, Type: n.Type, Mode: n.Mode, Nlink: n.Nlink, Uid: n.Uid, Gid: n.Gid,
-		Size: n.Size, Atime: n.Atime, Mtime: n.Mtime, Ctime: n.Ctime, Rdev: n.Rdev, Parent: n.Parent,
-	}
-	switch n.Type {
-	case snapshot.TypeSymlink:
-		a.Size = uint64(len(n.Target))
-	case snapshot.TypeDir:
-		a.Size = 4096
-		a.Blocks = 8
-	case snapshot.TypeFile:
-		a.Blocks = (n.Size + 511) / 512
-	}
-	return a
-}
-
-// chunk returns the committed chunk of block idx.
-func (n *inode) chunk(idx uint64) (snapshot.BlobRef, bool) {
-	i, ok := slices.BinarySearchFunc(n.Chunks, idx, func(c snapshot.Chunk, t uint64) int { return cmpU64(c.Index, t) })
+// Chunk returns the committed chunk of block idx.
+func (n *Inode) Chunk(idx uint64) (snapshot.BlobRef, bool) {
+	i, ok := slices.BinarySearchFunc(n.Chunks, idx, func(c snapshot.Chunk, t uint64) int { return cmp.Compare(c.Index, t) })
 	if !ok {
 		return snapshot.BlobRef{}, false
 	}
 	return n.Chunks[i].Ref, true
 }
 
-// setChunk records ref as the committed chunk of block idx.
-func (n *inode) setChunk(idx uint64, ref snapshot.BlobRef) {
-	i, ok := slices.BinarySearchFunc(n.Chunks, idx, func(c snapshot.Chunk, t uint64) int { return cmpU64(c.Index, t) })
+// SetChunk records ref as the committed chunk of block idx.
+func (n *Inode) SetChunk(idx uint64, ref snapshot.BlobRef) {
+	i, ok := slices.BinarySearchFunc(n.Chunks, idx, func(c snapshot.Chunk, t uint64) int { return cmp.Compare(c.Index, t) })
 	if ok {
 		n.Chunks[i].Ref = ref
 		return
@@ -261,63 +255,47 @@ func (n *inode) setChunk(idx uint64, ref snapshot.BlobRef) {
 	n.Chunks = slices.Insert(n.Chunks, i, snapshot.Chunk{Index: idx, Ref: ref})
 }
 
-// dropChunksFrom removes committed chunks and dirty marks of blocks >= idx.
-func (n *inode) dropChunksFrom(idx uint64) {
-	i, _ := slices.BinarySearchFunc(n.Chunks, idx, func(c snapshot.Chunk, t uint64) int { return cmpU64(c.Index, t) })
+// DropChunksFrom removes committed chunks and dirty marks of blocks >= idx.
+func (n *Inode) DropChunksFrom(idx uint64) {
+	i, _ := slices.BinarySearchFunc(n.Chunks, idx, func(c snapshot.Chunk, t uint64) int { return cmp.Compare(c.Index, t) })
 	n.Chunks = n.Chunks[:i]
 	j, _ := slices.BinarySearch(n.Dirty, idx)
 	n.Dirty = n.Dirty[:j]
 }
 
-func (n *inode) isDirty(idx uint64) bool {
+// IsDirty says whether block idx is marked dirty.
+func (n *Inode) IsDirty(idx uint64) bool {
 	_, ok := slices.BinarySearch(n.Dirty, idx)
 	return ok
 }
 
-func (n *inode) addDirty(idx uint64) {
+// AddDirty marks block idx dirty.
+func (n *Inode) AddDirty(idx uint64) {
 	i, ok := slices.BinarySearch(n.Dirty, idx)
 	if !ok {
 		n.Dirty = slices.Insert(n.Dirty, i, idx)
 	}
 }
 
-func (n *inode) removeDirty(idx uint64) {
+// RemoveDirty clears block idx's dirty mark.
+func (n *Inode) RemoveDirty(idx uint64) {
 	if i, ok := slices.BinarySearch(n.Dirty, idx); ok {
 		n.Dirty = slices.Delete(n.Dirty, i, i+1)
 	}
 }
 
-func (n *inode) xattr(name string) ([]byte, bool) {
-	i, ok := slices.BinarySearchFunc(n.Xattrs, name, func(x snapshot.Xattr, t string) int { return cmpStr(x.Name, t) })
+// Xattr returns the value of extended attribute name, or false.
+func (n *Inode) Xattr(name string) ([]byte, bool) {
+	i, ok := slices.BinarySearchFunc(n.Xattrs, name, func(x snapshot.Xattr, t string) int { return cmp.Compare(x.Name, t) })
 	if !ok {
 		return nil, false
 	}
 	return n.Xattrs[i].Value, true
 }
 
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpStr(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// entry converts a record into a tree entry (without name, tree or chunks
+// Entry converts a record into a tree entry (without name, tree or chunks
 // for directories and files; the checkpointer fills those).
-func (n *inode) entry(name string) snapshot.Entry {
+func (n *Inode) Entry(name string) snapshot.Entry {
 	e := snapshot.Entry{
 		Name: name, Type: n.Type, Mode: n.Mode, Uid: n.Uid, Gid: n.Gid, Size: n.Size,
 		Atime: n.Atime, Mtime: n.Mtime, Ctime: n.Ctime, Nlink: n.Nlink, Rdev: n.Rdev,
@@ -334,10 +312,10 @@ func (n *inode) entry(name string) snapshot.Entry {
 	return e
 }
 
-// inodeFromEntry builds the record of a tree entry loaded into directory
+// InodeFromEntry builds the record of a tree entry loaded into directory
 // parent. Files up to inlineMax bytes keep their local bytes inline.
-func inodeFromEntry(ino, parent uint64, e *snapshot.Entry, inlineMax uint64) *inode {
-	n := &inode{
+func InodeFromEntry(ino, parent uint64, e *snapshot.Entry, inlineMax uint64) *Inode {
+	n := &Inode{
 		Ino: ino, Type: e.Type, Mode: e.Mode, Uid: e.Uid, Gid: e.Gid, Size: e.Size,
 		Atime: e.Atime, Mtime: e.Mtime, Ctime: e.Ctime, Nlink: e.Nlink, Rdev: e.Rdev,
 		Target: e.Target, Xattrs: e.Xattrs, Parent: parent, LinkID: e.LinkID,
