@@ -6,12 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentfs/agentfs/internal/mountinfo"
 )
 
 // TestEncryptedVolumeCLI: init --encrypt; every command that opens the
 // volume by URL says, without the key or with a wrong one, which volume
 // and what to pass; with the key they work; key rotate moves the volume to
-// a new key and the old one stops opening it.
+// a new key and the old one stops opening it. mount, too, refuses without
+// the key or with a wrong one before it mounts anything.
 func TestEncryptedVolumeCLI(t *testing.T) {
 	dir := t.TempDir()
 	url := "file://" + filepath.Join(dir, "vol")
@@ -39,6 +42,24 @@ func TestEncryptedVolumeCLI(t *testing.T) {
 		}
 		if out, _, err := runCLI(t, time.Minute, append(c[:len(c)-1:len(c)-1], "--key-file", oldKey, url)...); err != nil {
 			t.Errorf("%v with the key: %v\n%s", c, err, out)
+		}
+	}
+	// mount refuses before it mounts anything: the same errors as the other commands.
+	mnt := t.TempDir()
+	for _, keyArgs := range [][]string{nil, {"--key-file", newKey}} {
+		args := append(append([]string{"mount", "--cache-dir", t.TempDir()}, keyArgs...), url, mnt)
+		_, _, err := runCLI(t, time.Minute, args...)
+		want := "--key-file"
+		if keyArgs != nil {
+			want = "does not open it"
+		}
+		if err == nil || !strings.Contains(err.Error(), url) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: %v", args, err)
+		}
+		if ms, err := mountinfo.Read(); err != nil {
+			t.Fatal(err)
+		} else if m, ok := mountinfo.Find(ms, mnt); ok && m.MountPoint == mnt {
+			t.Fatalf("%v mounted %s", args, mnt)
 		}
 	}
 	out, _, err = runCLI(t, time.Minute, "volume", "info", "--key-file", oldKey, url)
