@@ -132,12 +132,11 @@ func (u *uploader) flushLocked(t snapshot.BlobType) {
 	}
 	u.packs = append(u.packs, pw.ID())
 	u.g.Go(func() error {
-		data := pw.Finish()
-		if err := u.v.repo.Store().Put(u.ctx, snapshot.PackKey(pw.ID()), data); err != nil {
-			return fmt.Errorf("upload pack %s: %w", pw.ID(), err)
+		if err := u.v.repo.PutPack(u.ctx, pw); err != nil {
+			return err
 		}
 		u.puts.Add(1)
-		u.bytes.Add(int64(len(data)))
+		u.bytes.Add(int64(pw.Len()))
 		return nil
 	})
 }
@@ -719,6 +718,51 @@ func (v *Volume) recOf(txn *meta.Txn, ino uint64) (*meta.Inode, error) {
 	return readInode(txn, ino)
 }
 
+// heldFile is one file's record and the blocks it holds present, read to
+// be changed (by a checkpoint's apply, by a reconcile): an open file's,
+// with its node locked until release, or the stored ones (n is nil).
+type heldFile struct {
+	n       *node           // the open file, locked; nil if not open
+	r       *meta.Inode     // a private copy of the record
+	present map[uint64]bool // a private copy of the present blocks
+}
+
+// holdFile reads file ino's record and present blocks: an open file's from
+// its node, which it locks until release, else the stored ones (a missing
+// record is ErrNotFound). Caller holds v.mu.
+func (v *Volume) holdFile(ino uint64) (*heldFile, error) {
+	h := &heldFile{present: map[uint64]bool{}}
+	if n := v.lookupNode(ino); n != nil {
+		n.mu.Lock()
+		h.n, h.r, h.present = n, n.rec.Clone(), n.d.Present()
+		return h, nil
+	}
+	err := v.db.View(func(txn *meta.Txn) error {
+		var err error
+		if h.r, err = readInode(txn, ino); err != nil {
+			return err
+		}
+		b, ok, err := getValue(txn, meta.Key64(meta.PrefixPresence, ino))
+		if ok {
+			for _, i := range data.DecodePresence(b) {
+				h.present[i] = true
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// release unlocks the open file's node, if h holds one.
+func (h *heldFile) release() {
+	if h.n != nil {
+		h.n.mu.Unlock()
+	}
+}
+
 // fileEntry returns the tree entry of file record r, with its dirty blocks'
 // new chunks from up.
 func (v *Volume) fileEntry(r *meta.Inode, name string, up *uploader) (snapshot.Entry, error) {
@@ -1018,35 +1062,15 @@ func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *uploader) error
 // applyFile marks the captured blocks of one file clean: committed chunks
 // replace them, and their local bytes stay as cache. Caller holds v.mu.
 func (v *Volume) applyFile(wb *batch, d *meta.Delta, ino uint64, blocks []uint64, up *uploader) error {
-	n := v.lookupNode(ino)
-	var r *meta.Inode
-	present := map[uint64]bool{}
-	if n != nil {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		r = n.rec.Clone()
-		present = n.d.Present()
-	} else {
-		err := v.db.View(func(txn *meta.Txn) error {
-			var err error
-			if r, err = readInode(txn, ino); err != nil {
-				return err
-			}
-			b, ok, err := getValue(txn, meta.Key64(meta.PrefixPresence, ino))
-			if ok {
-				for _, i := range data.DecodePresence(b) {
-					present[i] = true
-				}
-			}
-			return err
-		})
-		if errors.Is(err, ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	h, err := v.holdFile(ino)
+	if errors.Is(err, ErrNotFound) {
+		return nil
 	}
+	if err != nil {
+		return err
+	}
+	defer h.release()
+	n, r, present := h.n, h.r, h.present
 	changed := false
 	var cached int64
 	for _, b := range blocks {

@@ -359,34 +359,12 @@ func setAttrs(r *meta.Inode, e *snapshot.Entry) {
 // number. Local bytes of blocks whose chunk changed are forgotten.
 func (rc *reconciler) updateFile(ino uint64, e *snapshot.Entry) error {
 	v := rc.v
-	n := v.lookupNode(ino)
-	if n != nil {
-		n.mu.Lock()
-		defer n.mu.Unlock()
+	h, err := v.holdFile(ino)
+	if err != nil {
+		return err
 	}
-	var r *meta.Inode
-	present := map[uint64]bool{}
-	if n != nil {
-		r = n.rec.Clone()
-		present = n.d.Present()
-	} else {
-		err := v.db.View(func(txn *meta.Txn) error {
-			var err error
-			if r, err = readInode(txn, ino); err != nil {
-				return err
-			}
-			b, ok, err := getValue(txn, meta.Key64(meta.PrefixPresence, ino))
-			if ok {
-				for _, i := range data.DecodePresence(b) {
-					present[i] = true
-				}
-			}
-			return err
-		})
-		if err != nil {
-			return err
-		}
-	}
+	defer h.release()
+	n, r, present := h.n, h.r, h.present
 	same := sameAttrs(r, e) && r.Size == e.Size && r.Nlink == e.Nlink && len(r.Dirty) == 0 &&
 		slices.Equal(r.Chunks, e.Chunks)
 	if same {
@@ -427,7 +405,7 @@ func (rc *reconciler) updateFile(ino uint64, e *snapshot.Entry) error {
 	}
 	setAttrs(r, e)
 	r.Size, r.Nlink, r.Chunks, r.Dirty, r.Inline = e.Size, e.Nlink, slices.Clone(e.Chunks), nil, newInline
-	err := v.update(func(txn *meta.Txn, d *meta.Delta) error {
+	err = v.update(func(txn *meta.Txn, d *meta.Delta) error {
 		if err := txn.Set(meta.Key64(meta.PrefixInode, ino), meta.EncodeInode(r)); err != nil {
 			return err
 		}

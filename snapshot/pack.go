@@ -183,7 +183,8 @@ func (w *PackWriter) Add(eb EncodedBlob) BlobRef {
 	return e.Ref(w.id)
 }
 
-// Len returns the pack's size so far in bytes (without the footer).
+// Len returns the pack's size so far in bytes: without the footer before
+// Finish (or PutPack), the whole stored pack after.
 func (w *PackWriter) Len() int { return w.buf.Len() }
 
 // Count returns the number of blobs added.
