@@ -549,26 +549,17 @@ type builtDir struct {
 	mod bool
 }
 
-// freeze runs phase B under the namespace lock.
+// freeze runs phase B under the namespace lock, in four steps: it
+// persists the open files' pending attributes (which may add tree marks),
+// captures what the dirty files changed since phase A, chooses the
+// directories whose trees must be rebuilt (deepest first), and encodes
+// those trees and the link table into up.
 func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	res := &freezeResult{seq: v.seq.Load(), dirs: map[uint64]builtDir{}}
-
-	// Persist open files' pending attributes (this may add tree marks).
-	v.nodesMu.Lock()
-	nodes := make([]*node, 0, len(v.nodes))
-	for _, n := range v.nodes {
-		nodes = append(nodes, n)
-	}
-	v.nodesMu.Unlock()
-	for _, n := range nodes {
-		n.mu.Lock()
-		err := v.persistNode(n)
-		n.mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
+	res := &freezeResult{dirs: map[uint64]builtDir{}}
+	if err := v.persistOpenFiles(); err != nil {
+		return nil, err
 	}
 	res.seq = v.seq.Load()
 
@@ -582,13 +573,59 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 		}
 	}
 
-	// The directories to rebuild: marked ones, the parents of files with
-	// dirty blocks, and all their ancestors.
+	todo, err := v.dirsToRebuild(files)
+	if err != nil {
+		return nil, err
+	}
+	if todo[meta.LinkTableDir] {
+		res.linkTable = true
+		delete(todo, meta.LinkTableDir)
+	}
+	order, recs, err := v.rebuildOrder(todo)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.buildTrees(up, order, recs, res); err != nil {
+		return nil, err
+	}
+	root := recs[RootIno]
+	bd := res.dirs[RootIno]
+	res.root = snapshot.RootDir{Mode: root.Mode, Uid: root.Uid, Gid: root.Gid, Atime: root.Atime, Mtime: root.Mtime,
+		Ctime: root.Ctime, Nlink: root.Nlink, Xattrs: root.Xattrs, Tree: bd.ref, SubFiles: bd.subFiles, SubBytes: bd.subBytes,
+		HasOrigin: root.HasOrigin, Modified: bd.mod && v.readsThrough()}
+	return res, nil
+}
+
+// persistOpenFiles writes every open file's pending attributes to its
+// record (this may add tree marks). Caller holds v.mu.
+func (v *Volume) persistOpenFiles() error {
+	v.nodesMu.Lock()
+	nodes := make([]*node, 0, len(v.nodes))
+	for _, n := range v.nodes {
+		nodes = append(nodes, n)
+	}
+	v.nodesMu.Unlock()
+	for _, n := range nodes {
+		n.mu.Lock()
+		err := v.persistNode(n)
+		n.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dirsToRebuild returns the directories whose trees a checkpoint must
+// rebuild, besides their ancestors: the marked ones, and the parents of the
+// files with dirty blocks (meta.LinkTableDir for a file of a hard-link
+// group: its names are in the link table). Caller holds v.mu.
+func (v *Volume) dirsToRebuild(files []uint64) (map[uint64]bool, error) {
 	todo := map[uint64]bool{}
 	for dir := range v.dirty.DirMarks() {
 		todo[dir] = true
 	}
-	err = v.db.View(func(txn *meta.Txn) error {
+	err := v.db.View(func(txn *meta.Txn) error {
 		for _, ino := range files {
 			r, err := v.recOf(txn, ino)
 			if errors.Is(err, ErrNotFound) {
@@ -607,16 +644,17 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	if todo[meta.LinkTableDir] {
-		res.linkTable = true
-		delete(todo, meta.LinkTableDir)
-	}
+	return todo, err
+}
+
+// rebuildOrder returns the directories of todo and all their ancestors,
+// deepest first (then by inode number), with their records; the root alone
+// when there are none. A directory deleted since its mark is skipped.
+// Caller holds v.mu.
+func (v *Volume) rebuildOrder(todo map[uint64]bool) ([]uint64, map[uint64]*meta.Inode, error) {
 	depth := map[uint64]int{}
 	var recs map[uint64]*meta.Inode
-	err = v.db.View(func(txn *meta.Txn) error {
+	err := v.db.View(func(txn *meta.Txn) error {
 		recs = map[uint64]*meta.Inode{}
 		var walk func(ino uint64) (int, error)
 		walk = func(ino uint64) (int, error) {
@@ -653,7 +691,7 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	order := make([]uint64, 0, len(depth))
 	for ino := range depth {
@@ -668,7 +706,7 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 			recs[RootIno] = r
 			return err
 		}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	sort.Slice(order, func(i, j int) bool {
@@ -677,7 +715,15 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 		}
 		return order[i] < order[j]
 	})
-	err = v.db.View(func(txn *meta.Txn) error {
+	return order, recs, nil
+}
+
+// buildTrees encodes into up the trees of the directories in order (whose
+// children's trees come before them), recording each in res.dirs, and the
+// link table if res.linkTable (else res keeps the state's). Caller holds
+// v.mu.
+func (v *Volume) buildTrees(up *uploader, order []uint64, recs map[uint64]*meta.Inode, res *freezeResult) error {
+	return v.db.View(func(txn *meta.Txn) error {
 		for _, ino := range order {
 			bd, err := v.buildDir(txn, up, recs[ino], res.dirs)
 			if err != nil {
@@ -696,15 +742,6 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	root := recs[RootIno]
-	bd := res.dirs[RootIno]
-	res.root = snapshot.RootDir{Mode: root.Mode, Uid: root.Uid, Gid: root.Gid, Atime: root.Atime, Mtime: root.Mtime,
-		Ctime: root.Ctime, Nlink: root.Nlink, Xattrs: root.Xattrs, Tree: bd.ref, SubFiles: bd.subFiles, SubBytes: bd.subBytes,
-		HasOrigin: root.HasOrigin, Modified: bd.mod && v.readsThrough()}
-	return res, nil
 }
 
 // recOf returns the current record of ino: an open file's in-memory one or
