@@ -769,124 +769,172 @@ func (v *Volume) Rename(ctx context.Context, parent uint64, name string, newPare
 	return err
 }
 
+// rename moves parent/name to newParent/newName within the change (the
+// contract is Volume.Rename's). It resolves and checks both ends, then
+// either swaps the two names (RenameExchange) or moves the source over the
+// target (dropping a replaced target's name), and finally stamps, stores
+// and marks both directories and the renamed inode.
 func (o *mop) rename(parent uint64, name string, newParent uint64, newName string, flags RenameFlags) error {
-	src, err := o.dirRec(parent)
-	if err != nil {
+	e, err := o.resolveRename(parent, name, newParent, newName, flags)
+	if err != nil || e == nil {
 		return err
-	}
-	dst := src
-	if newParent != parent {
-		if dst, err = o.dirRec(newParent); err != nil {
-			return err
-		}
-	}
-	ino, t, err := o.lookupChild(parent, name)
-	if err != nil {
-		return err
-	}
-	tino, tt, err := o.lookupChild(newParent, newName)
-	exists := err == nil
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return err
-	}
-	if flags&RenameExchange != 0 && !exists {
-		return ErrNotFound
-	}
-	if flags&RenameNoReplace != 0 && exists {
-		return ErrExists
-	}
-	if exists && tino == ino {
-		return nil // two names of one file, or the same name: nothing to do
-	}
-	r, err := o.get(ino)
-	if err != nil {
-		return err
-	}
-	// A directory must not move into its own subtree.
-	if t == snapshot.TypeDir && newParent != parent {
-		if err := o.checkNotAncestor(ino, newParent); err != nil {
-			return err
-		}
 	}
 	now := o.v.now().UnixNano()
 	if flags&RenameExchange != 0 {
-		tr, err := o.get(tino)
+		err = o.renameExchange(e, now)
+	} else {
+		err = o.renameOver(e, now)
+	}
+	if err != nil {
+		return err
+	}
+	e.src.Mtime, e.src.Ctime = now, now
+	e.dst.Mtime, e.dst.Ctime = now, now
+	o.put(e.src)
+	o.put(e.dst)
+	o.markDir(parent)
+	o.markDir(newParent)
+	o.markEntry(e.src)
+	o.markEntry(e.dst)
+	o.markEntry(e.r)
+	return nil
+}
+
+// renameEnds are the two ends of a rename, resolved in its transaction.
+type renameEnds struct {
+	parent, newParent uint64
+	name, newName     string
+	src, dst          *meta.Inode // the two directories (one record if the same)
+	ino               uint64      // the renamed inode
+	t                 snapshot.EntryType
+	r                 *meta.Inode // its record
+	exists            bool        // newParent/newName exists
+	tino              uint64      // the target's inode, if it exists
+	tt                snapshot.EntryType
+}
+
+// resolveRename reads both directories and both names and checks what
+// does not depend on the operation's kind: the flags against the target's
+// existence, and that a directory does not move into its own subtree. It
+// returns nil, nil when there is nothing to do (both names are one file's).
+func (o *mop) resolveRename(parent uint64, name string, newParent uint64, newName string, flags RenameFlags) (*renameEnds, error) {
+	e := &renameEnds{parent: parent, newParent: newParent, name: name, newName: newName}
+	var err error
+	if e.src, err = o.dirRec(parent); err != nil {
+		return nil, err
+	}
+	e.dst = e.src
+	if newParent != parent {
+		if e.dst, err = o.dirRec(newParent); err != nil {
+			return nil, err
+		}
+	}
+	if e.ino, e.t, err = o.lookupChild(parent, name); err != nil {
+		return nil, err
+	}
+	e.tino, e.tt, err = o.lookupChild(newParent, newName)
+	e.exists = err == nil
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	if flags&RenameExchange != 0 && !e.exists {
+		return nil, ErrNotFound
+	}
+	if flags&RenameNoReplace != 0 && e.exists {
+		return nil, ErrExists
+	}
+	if e.exists && e.tino == e.ino {
+		return nil, nil // two names of one file, or the same name: nothing to do
+	}
+	if e.r, err = o.get(e.ino); err != nil {
+		return nil, err
+	}
+	// A directory must not move into its own subtree.
+	if e.t == snapshot.TypeDir && newParent != parent {
+		if err := o.checkNotAncestor(e.ino, newParent); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// renameExchange swaps the two names' inodes (RenameExchange), moving a
+// directory's link to its parent when a directory and a non-directory
+// trade places.
+func (o *mop) renameExchange(e *renameEnds, now int64) error {
+	tr, err := o.get(e.tino)
+	if err != nil {
+		return err
+	}
+	if e.tt == snapshot.TypeDir && e.newParent != e.parent {
+		if err := o.checkNotAncestor(e.tino, e.parent); err != nil {
+			return err
+		}
+	}
+	if err := o.txn.Set(meta.DentryKey(e.parent, e.name), meta.DentryValue(e.tino, e.tt)); err != nil {
+		return err
+	}
+	if err := o.txn.Set(meta.DentryKey(e.newParent, e.newName), meta.DentryValue(e.ino, e.t)); err != nil {
+		return err
+	}
+	if e.newParent != e.parent {
+		if e.t == snapshot.TypeDir && e.tt != snapshot.TypeDir {
+			e.src.Nlink--
+			e.dst.Nlink++
+		} else if e.tt == snapshot.TypeDir && e.t != snapshot.TypeDir {
+			e.src.Nlink++
+			e.dst.Nlink--
+		}
+	}
+	o.reparent(e.r, e.newParent)
+	o.reparent(tr, e.parent)
+	e.r.Ctime, tr.Ctime = now, now
+	o.put(e.r)
+	o.put(tr)
+	return nil
+}
+
+// renameOver moves the source name to the target, replacing a compatible
+// target (a non-directory by a non-directory, an empty directory by a
+// directory), whose name is dropped.
+func (o *mop) renameOver(e *renameEnds, now int64) error {
+	if e.exists {
+		tr, err := o.get(e.tino)
 		if err != nil {
 			return err
 		}
-		if tt == snapshot.TypeDir && newParent != parent {
-			if err := o.checkNotAncestor(tino, parent); err != nil {
+		switch {
+		case e.t == snapshot.TypeDir && e.tt != snapshot.TypeDir:
+			return ErrNotDir
+		case e.t != snapshot.TypeDir && e.tt == snapshot.TypeDir:
+			return ErrIsDir
+		case e.tt == snapshot.TypeDir:
+			if err := o.checkEmpty(tr); err != nil {
 				return err
 			}
-		}
-		if err := o.txn.Set(meta.DentryKey(parent, name), meta.DentryValue(tino, tt)); err != nil {
-			return err
-		}
-		if err := o.txn.Set(meta.DentryKey(newParent, newName), meta.DentryValue(ino, t)); err != nil {
-			return err
-		}
-		if newParent != parent {
-			if t == snapshot.TypeDir && tt != snapshot.TypeDir {
-				src.Nlink--
-				dst.Nlink++
-			} else if tt == snapshot.TypeDir && t != snapshot.TypeDir {
-				src.Nlink++
-				dst.Nlink--
-			}
-		}
-		o.reparent(r, newParent)
-		o.reparent(tr, parent)
-		r.Ctime, tr.Ctime = now, now
-		o.put(r)
-		o.put(tr)
-	} else {
-		if exists {
-			tr, err := o.get(tino)
-			if err != nil {
+			e.dst.Nlink--
+			if err := meta.ClearMark(o.txn, &o.d, e.tino); err != nil {
 				return err
 			}
-			switch {
-			case t == snapshot.TypeDir && tt != snapshot.TypeDir:
-				return ErrNotDir
-			case t != snapshot.TypeDir && tt == snapshot.TypeDir:
-				return ErrIsDir
-			case tt == snapshot.TypeDir:
-				if err := o.checkEmpty(tr); err != nil {
-					return err
-				}
-				dst.Nlink--
-				if err := meta.ClearMark(o.txn, &o.d, tino); err != nil {
-					return err
-				}
-				delete(o.marks, tino)
-			}
-			if err := o.dropName(tr); err != nil {
-				return err
-			}
+			delete(o.marks, e.tino)
 		}
-		if err := o.txn.Delete(meta.DentryKey(parent, name)); err != nil {
+		if err := o.dropName(tr); err != nil {
 			return err
 		}
-		if err := o.txn.Set(meta.DentryKey(newParent, newName), meta.DentryValue(ino, t)); err != nil {
-			return err
-		}
-		if t == snapshot.TypeDir && newParent != parent {
-			src.Nlink--
-			dst.Nlink++
-		}
-		o.reparent(r, newParent)
-		r.Ctime = now
-		o.put(r)
 	}
-	src.Mtime, src.Ctime = now, now
-	dst.Mtime, dst.Ctime = now, now
-	o.put(src)
-	o.put(dst)
-	o.markDir(parent)
-	o.markDir(newParent)
-	o.markEntry(src)
-	o.markEntry(dst)
-	o.markEntry(r)
+	if err := o.txn.Delete(meta.DentryKey(e.parent, e.name)); err != nil {
+		return err
+	}
+	if err := o.txn.Set(meta.DentryKey(e.newParent, e.newName), meta.DentryValue(e.ino, e.t)); err != nil {
+		return err
+	}
+	if e.t == snapshot.TypeDir && e.newParent != e.parent {
+		e.src.Nlink--
+		e.dst.Nlink++
+	}
+	o.reparent(e.r, e.newParent)
+	e.r.Ctime = now
+	o.put(e.r)
 	return nil
 }
 
