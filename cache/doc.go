@@ -56,6 +56,26 @@
 // data.File under one lock; fetching, write-back, truncation), and the
 // committer (checkpoint.go, reconcile.go, history.go).
 //
+// The namespace lock (Volume.mu) stays one lock after the split, for these
+// reasons. Every namespace change (mop) runs whole under it, exclusively,
+// and lookups and stats take it shared. meta.Txn detects no conflicts (the
+// write-behind layer commits without checking), so two changes that may
+// touch one key must be ordered by a lock of the engine, and a change's
+// keys are not known before it runs: a rename reads every ancestor of its
+// target (checkNotAncestor), a link or unlink reaches the link table and a
+// hard-link group's records, every change writes its parents' Nlink and
+// times, and a directory of the base may load in the middle. A checkpoint's
+// phase B (freeze) needs a cut no change crosses: it persists open files,
+// captures their blocks and reads every marked directory's records under
+// the same exclusive hold. Per-directory locks would need all of: a
+// rename-wide lock for cross-directory renames (as the kernel's own), the
+// locks of a change taken in inode order once its keys are known (a first
+// read-only pass, or a retry on a conflict that meta.Txn would have to
+// start detecting), the link table as a lock of its own, and freeze as a
+// writer over all of them. That is a redesign of the engine's concurrency
+// with its own tests, not a move; and no measurement yet says the lock is
+// contended (the kernel already serializes changes within one directory).
+//
 // Directories of the base commit load lazily, on first lookup or readdir, so
 // opening a volume of any size reads one tree.
 //
