@@ -30,6 +30,7 @@ import (
 
 	"github.com/agentfs/agentfs/blobstore"
 	"github.com/agentfs/agentfs/cache"
+	"github.com/agentfs/agentfs/cache/data"
 	afs "github.com/agentfs/agentfs/fs"
 	"github.com/agentfs/agentfs/fs/changefeed"
 	"github.com/agentfs/agentfs/overlay"
@@ -237,6 +238,7 @@ var Engine = Table{
 	{"cache.ErrNoSpace", cache.ErrNoSpace, Unavailable},
 	{"cache.ErrIO", cache.ErrIO, Internal},
 	{"cache.ErrClosed", cache.ErrClosed, Unavailable},
+	{"cache/data.ErrOrigin", data.ErrOrigin, Internal}, // a virtual workspace's host file could not be read (cache wraps it in ErrIO)
 
 	// blobstore.
 	{"blobstore.ErrNotFound", blobstore.ErrNotFound, NotFound},
