@@ -362,6 +362,7 @@ func (b *Backend) Exec(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer b.s.running.Done()
 	return r.finish(ctx, true)
 }
 
@@ -461,9 +462,11 @@ type run struct {
 
 // finish waits for the command, killing its tree on timeout, on ctx's end
 // and on Close, then runs the sync barrier and the change list. ctx's end
-// is reported as an error only when cancelIsError is set.
+// is reported as an error only when cancelIsError is set. The caller ends
+// the run's count in the backend's running group (launch added it) once
+// it has published the result, so that Close, which waits on that group,
+// returns only after every Exec and Job has reported its end.
 func (r *run) finish(ctx context.Context, cancelIsError bool) (*Result, error) {
-	defer r.b.s.running.Done()
 	var timer <-chan time.Time
 	if r.timeout > 0 {
 		t := time.NewTimer(r.timeout)

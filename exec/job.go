@@ -50,6 +50,9 @@ func (b *Backend) Start(ctx context.Context, req Request) (*Job, error) {
 	b.s.jobs[j.id] = j
 	b.s.mu.Unlock()
 	go func() {
+		// Done after close(j.done): Close waits on the running group and
+		// promises that every job has ended when it returns.
+		defer b.s.running.Done()
 		defer cancel()
 		// A Kill (jctx's end) is the expected end of a job, not an error.
 		res, err := r.finish(jctx, false)
