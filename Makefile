@@ -46,7 +46,7 @@ run: build
 	@echo "  $(BIN) umount $(WORKSPACE)"
 
 lint:
-	bash scripts/setup-lint.sh && PATH="$${AGENTFS_TOOLS:-$$HOME/.cache/agentfs/tools}:$$PATH" golangci-lint run ./...
+	bash scripts/setup-lint.sh && PATH="$${AGENTFS_TOOLS:-$$HOME/.cache/agentfs/tools}:$$PATH" golangci-lint run ./... && bash scripts/depguard-probes.sh
 
 clean:
 	rm -rf bin

@@ -19,6 +19,9 @@ go vet ./...
 log "golangci-lint"
 golangci-lint run --timeout 10m ./...
 
+log "depguard probes"
+bash scripts/depguard-probes.sh
+
 log "go test"
 go test -race -timeout 30m -count=1 ./...
 

@@ -1,0 +1,9 @@
+// A depguard probe (scripts/depguard-probes.sh): each import names the
+// rules of .golangci.yml that must deny it; one without a name must pass.
+package probe
+
+import (
+	_ "github.com/agentfs/agentfs/fs/fstest"          // depguard: -
+	_ "github.com/agentfs/agentfs/internal/mountexec" // depguard: -
+	_ "github.com/agentfs/agentfs/overlay"            // depguard: exec
+)
