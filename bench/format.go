@@ -14,12 +14,8 @@ func fmtNum(v float64) string {
 		return "-"
 	case v >= 1e6:
 		return strconv.FormatFloat(v/1e6, 'f', 2, 64) + "M"
-	case v >= 100:
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	case v >= 10:
-		return strconv.FormatFloat(v, 'f', 1, 64)
 	default:
-		return strconv.FormatFloat(v, 'f', 2, 64)
+		return trim3(v)
 	}
 }
 

@@ -77,19 +77,26 @@ func WriteObjSVG(w io.Writer, r *ObjReport) error {
 		}
 		return ObjOpResult{}, false
 	}
+	// row is a chart's bars for one size and op, one per concurrency
+	// (NaN where no cell measured it).
+	row := func(size int64, op string, value func(ObjOpResult) float64) []float64 {
+		vs := make([]float64, len(concs))
+		for j, n := range concs {
+			vs[j] = math.NaN()
+			if o, ok := lookup(size, n, op); ok {
+				vs[j] = value(o)
+			}
+		}
+		return vs
+	}
+	mibPerSec := func(o ObjOpResult) float64 { return o.MiBPerSec }
+	opsPerSec := func(o ObjOpResult) float64 { return o.OpsPerSec }
 	var charts []barChart
 	for _, op := range []string{ObjPut, ObjGet} {
 		c := barChart{Title: op + " throughput by object size", YLabel: "MiB/s (log)", Series: series, Log: true}
 		for _, s := range sizes {
 			c.Groups = append(c.Groups, fmtSize(s))
-			row := make([]float64, len(concs))
-			for j, n := range concs {
-				row[j] = math.NaN()
-				if o, ok := lookup(s, n, op); ok {
-					row[j] = o.MiBPerSec
-				}
-			}
-			c.Values = append(c.Values, row)
+			c.Values = append(c.Values, row(s, op, mibPerSec))
 		}
 		charts = append(charts, c)
 	}
@@ -101,14 +108,7 @@ func WriteObjSVG(w io.Writer, r *ObjReport) error {
 		c := barChart{Title: fmt.Sprintf("operations per second on %s objects", fmtSize(small)), YLabel: "ops/s (log)", Series: series, Log: true}
 		for _, op := range ObjOps() {
 			c.Groups = append(c.Groups, op)
-			row := make([]float64, len(concs))
-			for j, n := range concs {
-				row[j] = math.NaN()
-				if o, ok := lookup(small, n, op); ok {
-					row[j] = o.OpsPerSec
-				}
-			}
-			c.Values = append(c.Values, row)
+			c.Values = append(c.Values, row(small, op, opsPerSec))
 		}
 		charts = append(charts, c)
 	}
