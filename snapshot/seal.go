@@ -381,7 +381,8 @@ func blobAD(h Hash) []byte { return append([]byte(blobADPrefix), h[:]...) }
 func footerAD(id PackID) []byte { return []byte(PackKey(id) + footerADSuffix) }
 
 // InitEncrypted creates an encrypted volume at store with cfg (use
-// NewConfig; its format and encryption are set here: XAES-256-GCM), a
+// NewConfig; its format and encryption are set here: XAES-256-GCM, format
+// 3), a
 // fresh random volume key wrapped under key (argon2id with DefaultArgon
 // for a passphrase). It fails like Init.
 func InitEncrypted(ctx context.Context, store *blobstore.Store, cfg Config, key UserKey) (*Repo, error) {
@@ -399,7 +400,7 @@ func initEncrypted(ctx context.Context, store *blobstore.Store, cfg Config, key 
 	if err != nil {
 		return nil, fmt.Errorf("init %s: %w", store.URL(), err)
 	}
-	cfg.Format, cfg.Encryption, cfg.Hash, cfg.Key = FormatEncrypted, aead, "hmac-sha256", w
+	cfg.Format, cfg.Encryption, cfg.Hash, cfg.Key = formatOf(aead), aead, "hmac-sha256", w
 	return initRepo(ctx, store, cfg, vk)
 }
 

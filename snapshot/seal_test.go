@@ -74,12 +74,12 @@ func unhex(t *testing.T, name string) []byte {
 	return out
 }
 
-// TestEncryptedGolden pins the format-2 encodings (volume.json with its
+// TestEncryptedGolden pins the encrypted formats' encodings (volume.json with its
 // wrapped key, a pack with sealed blobs and footer, a sealed commit), built
 // with deterministic randomness, and opens a volume made of the golden
-// files: volumes of format 2 keep opening, those sealed with XAES-256-GCM
-// (testdata/encrypted) and the first ones, with XChaCha20-Poly1305
-// (testdata/encrypted-xchacha).
+// files: volumes sealed with XAES-256-GCM (format 3, testdata/encrypted)
+// and the first ones, with XChaCha20-Poly1305 (format 2,
+// testdata/encrypted-xchacha), keep opening.
 func TestEncryptedGolden(t *testing.T) {
 	t.Run("xaes", func(t *testing.T) { testEncryptedGolden(t, EncryptionXAES, "encrypted") })
 	t.Run("xchacha", func(t *testing.T) { testEncryptedGolden(t, EncryptionXChaCha, "encrypted-xchacha") })
@@ -127,7 +127,7 @@ func testEncryptedGolden(t *testing.T, aead, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg := r2.Config(); cfg.Format != FormatEncrypted || cfg.Encryption != aead || cfg.Key.KDF != "hkdf-sha256" {
+	if cfg := r2.Config(); cfg.Format != formatOf(aead) || cfg.Encryption != aead || cfg.Key.KDF != "hkdf-sha256" {
 		t.Fatalf("config = %+v", cfg)
 	}
 	got, err := r2.ReadCommit(ctx, c.ID)
@@ -150,6 +150,31 @@ func testEncryptedGolden(t *testing.T, aead, dir string) {
 // TestEncryptedNamesAndBytesLeakNothing: no object of an encrypted volume
 // holds the plaintext or the SHA-256 of what it stores, and blobs are still
 // deduplicated by their keyed names.
+// TestEncryptedFormats: an XAES volume is format 3 and an XChaCha one
+// format 2, so an agentfs that reads up to format 2 refuses the XAES one as
+// too new ("upgrade agentfs") instead of as corrupt; an AEAD in a format
+// older than its own is corrupt.
+func TestEncryptedFormats(t *testing.T) {
+	ctx := context.Background()
+	for aead, want := range map[string]int{EncryptionXAES: FormatXAES, EncryptionXChaCha: FormatEncrypted} {
+		r, err := initEncrypted(ctx, memStore(t), NewConfig(time.Now()), goldenKey, aead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := r.Config()
+		if cfg.Format != want {
+			t.Errorf("%s volume: format %d, want %d", aead, cfg.Format, want)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s volume: %v", aead, err)
+		}
+		cfg.Format = want - 1
+		if err := cfg.Validate(); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s in format %d: %v, want ErrCorrupt", aead, want-1, err)
+		}
+	}
+}
+
 func TestEncryptedNamesAndBytesLeakNothing(t *testing.T) {
 	ctx := context.Background()
 	s := memStore(t)

@@ -13,14 +13,31 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// Format versions. Format 2 is format 1 plus encryption at rest; a plain
-// volume is still written as format 1, so older agentfs keeps reading it.
+// Format versions. Format 2 is format 1 plus encryption at rest with
+// XChaCha20-Poly1305; format 3 is format 2 with XAES-256-GCM, the AEAD of
+// new encrypted volumes. A plain volume is still written as format 1 and an
+// XChaCha volume stays format 2, so an older agentfs keeps reading what it
+// knows and refuses an XAES volume as too new (ErrFormatTooNew: "upgrade
+// agentfs"), never as corrupt.
 const (
 	FormatPlain     = 1
 	FormatEncrypted = 2
+	FormatXAES      = 3
 	// FormatVersion is the newest volume format this code reads and writes.
-	FormatVersion = FormatEncrypted
+	FormatVersion = FormatXAES
 )
+
+// formatOf returns the format a volume encrypted with aead is written as,
+// and the oldest format that may carry it.
+func formatOf(aead string) int {
+	switch aead {
+	case EncryptionXAES:
+		return FormatXAES
+	case EncryptionXChaCha:
+		return FormatEncrypted
+	}
+	return FormatPlain
+}
 
 // VolumeKey is the store key of the volume descriptor.
 const VolumeKey = "volume.json"
@@ -43,7 +60,7 @@ type Config struct {
 	ChunkSize   int       `json:"chunk_size"`    // bytes per chunk (the last one of a file may be shorter)
 	Compression string    `json:"compression"`   // "zstd"
 	PackSize    int       `json:"pack_size"`     // target pack size in bytes
-	Encryption  string    `json:"encryption"`    // "none", or the AEAD (format 2): "xaes-256-gcm", "xchacha20-poly1305"
+	Encryption  string    `json:"encryption"`    // "none", or the AEAD: "xaes-256-gcm" (format 3), "xchacha20-poly1305" (format 2)
 	Key         *KeyWrap  `json:"key,omitempty"` // the wrapped volume key (encrypted volumes)
 }
 
@@ -82,8 +99,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("volume pack size %d out of range: %w", c.PackSize, ErrCorrupt)
 	case c.Encryption == EncryptionNone && c.Key != nil:
 		return fmt.Errorf("plain volume with a key: %w", ErrCorrupt)
-	case knownAEAD(c.Encryption) && c.Format < FormatEncrypted:
-		return fmt.Errorf("volume format %d cannot be encrypted: %w", c.Format, ErrCorrupt)
+	case knownAEAD(c.Encryption) && c.Format < formatOf(c.Encryption):
+		return fmt.Errorf("volume format %d cannot be encrypted with %s: %w", c.Format, c.Encryption, ErrCorrupt)
 	case knownAEAD(c.Encryption):
 		if err := c.Key.validate(); err != nil {
 			return fmt.Errorf("volume key: %w", err)
