@@ -195,7 +195,9 @@ type Workspace struct {
 
 // NewWorkspace wraps an opened volume of a workspace branch. For a host
 // base, host is Prepare's host directory, the one the volume was opened
-// with as its Options.Lower; for a commit base it is nil.
+// with as its Options.Lower; for a commit base it is nil. A host directory
+// other than the one the branch records (or none for a host base) is
+// ErrNotVirtual: applying the workspace writes into that directory.
 func NewWorkspace(ctx context.Context, vol *cache.Volume, host *HostDir) (*Workspace, error) {
 	head, err := vol.Head(ctx)
 	if err != nil {
@@ -208,6 +210,9 @@ func NewWorkspace(ctx context.Context, vol *cache.Volume, host *HostDir) (*Works
 	if head.Virtual.HostDir != "" {
 		if host == nil {
 			return nil, fmt.Errorf("workspace over %s opened without its host directory: %w", head.Virtual.HostDir, ErrNotVirtual)
+		}
+		if host.Root() != head.Virtual.HostDir {
+			return nil, fmt.Errorf("workspace over %s opened with the host directory %s: %w", head.Virtual.HostDir, host.Root(), ErrNotVirtual)
 		}
 		w.host = host
 	}

@@ -173,6 +173,14 @@ func TestHostBase(t *testing.T) {
 	if got := changeList(must[[]Change](t)(w.Diff(ctx))); !reflect.DeepEqual(got, wantDiff) {
 		t.Fatalf("diff = %v, want %v", got, wantDiff)
 	}
+	other, err := OpenHostDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Close() }()
+	if _, err := NewWorkspace(ctx, v, other); !errors.Is(err, ErrNotVirtual) || !strings.Contains(err.Error(), other.Root()) {
+		t.Fatalf("NewWorkspace with another host directory: %v, want ErrNotVirtual naming it", err)
+	}
 	st := must[cache.Status](t)(v.Status(ctx))
 	if st.LastUploadBytes > 2<<20 {
 		t.Fatalf("a one-byte edit uploaded %d bytes: the whole file was copied up", st.LastUploadBytes)
