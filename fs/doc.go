@@ -57,8 +57,9 @@
 // the server answers stops it short of failing every getxattr of the mount
 // (ENOSYS); the kernel skips the check only for FOPEN_DIRECT_IO writes
 // (Tuning.DirectWrite, an experiment: 200 creates of two writes each went
-// from 9 to 7 requests a file, without the GETXATTR and one WRITE of a
-// partial page; not the default until it is measured with passthrough).
+// from 12 to 9 requests a file — GETXATTR 1→0, WRITE 3→2, READ 2→1 —
+// BENCHMARKS.md run D; not the default: what was written is no longer in
+// the page cache, and a direct-io open keeps the file out of passthrough).
 // A file listed by `ls -l` costs nothing beyond its attributes: see
 // "Extended attributes".
 //

@@ -24,23 +24,42 @@ type rawFS struct {
 	fsys *filesystem
 }
 
-// Write serves a WRITE, then applies FUSE_WRITE_KILL_SUIDGID.
+// Write serves a WRITE, then drops privileges (afterWrite).
 func (r *rawFS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
 	n, st := r.RawFileSystem.Write(cancel, in, data)
-	if st.Ok() && in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
-		st = fuse.Status(r.fsys.killPriv(context.Background(), in.NodeId, &in.Caller))
+	if st.Ok() {
+		st = r.afterWrite(in)
 	}
 	return n, st
 }
 
-// Writev serves a WRITE split over buffers, then applies
-// FUSE_WRITE_KILL_SUIDGID.
+// Writev serves a WRITE split over buffers, then drops privileges
+// (afterWrite).
 func (r *rawFS) Writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byte) (uint32, fuse.Status) {
 	n, st := r.RawFileSystem.Writev(cancel, in, data)
-	if st.Ok() && in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
-		st = fuse.Status(r.fsys.killPriv(context.Background(), in.NodeId, &in.Caller))
+	if st.Ok() {
+		st = r.afterWrite(in)
 	}
 	return n, st
+}
+
+// afterWrite applies FUSE_WRITE_KILL_SUIDGID (a caller without
+// CAP_FSETID: the set-user-ID bits and the capabilities go). On a mount
+// with Tuning.DirectWrite it also drops the capabilities after every other
+// write: the kernel skips its own privilege check (file_remove_privs) for
+// an FOPEN_DIRECT_IO write and sets the flag only for unprivileged
+// callers, so a write by root would otherwise keep a file's capabilities,
+// which ext4 removes whoever writes. That costs a look-up of the attribute
+// per WRITE on such mounts.
+func (r *rawFS) afterWrite(in *fuse.WriteIn) fuse.Status {
+	ctx := context.Background()
+	switch {
+	case in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0:
+		return fuse.Status(r.fsys.killPriv(ctx, in.NodeId, &in.Caller))
+	case r.fsys.directWr:
+		return fuse.Status(r.fsys.toErrno("kill-caps", in.NodeId, r.fsys.dropCaps(ctx, in.NodeId)))
+	}
+	return fuse.OK
 }
 
 // capabilityXattr holds file capabilities; a write or truncate by an

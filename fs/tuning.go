@@ -49,9 +49,11 @@ type Tuning struct {
 	// with FOPEN_DIRECT_IO: their writes skip the page cache and the
 	// kernel's check for privileges to drop, the GETXATTR of
 	// security.capability at the first write of every new file (see
-	// doc.go). The server drops the set-user-ID bits and capabilities
-	// itself, as for every write (FUSE_WRITE_KILL_SUIDGID). What was
-	// written is not in the page cache afterwards.
+	// doc.go). The server drops the set-user-ID bits itself when the
+	// kernel asks (FUSE_WRITE_KILL_SUIDGID: a caller without CAP_FSETID)
+	// and the capabilities after every write, whoever the caller, as ext4
+	// does (rawFS.afterWrite). What was written is not in the page cache
+	// afterwards.
 	DirectWrite bool
 	// NoFlush answers the first FLUSH with ENOSYS, after which the kernel
 	// sends none (a round trip less at every close(2)); the engine then

@@ -141,7 +141,7 @@ func TestDirectWriteTuning(t *testing.T) {
 	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, want) {
 		t.Errorf("read back %d bytes (%v), want %d", len(got), err, len(want))
 	}
-	for _, name := range []string{"CreateReadWrite", "Append", "OpenTrunc", "ConcurrentWriters", "KillPrivData", "WorkloadTar", "WorkloadCp"} {
+	for _, name := range []string{"CreateReadWrite", "Append", "OpenTrunc", "ConcurrentWriters", "KillPrivData", "KillPrivCaps", "WorkloadTar", "WorkloadCp"} {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join(m.Dir, name)
 			if err := os.Mkdir(dir, 0o755); err != nil {

@@ -144,3 +144,41 @@ func checkKillPrivData(t *testing.T, dir string) {
 		}
 	}
 }
+
+// checkKillPrivCaps (root): a write or truncate removes the file's
+// capabilities (security.capability), whoever the caller, as on ext4 —
+// unlike the set-user-ID bits, CAP_FSETID does not keep them.
+func checkKillPrivCaps(t *testing.T, dir string) {
+	needRoot(t, "setting file capabilities")
+	ok(t, "chmod", unix.Chmod(dir, 0o711))
+	// A VFS_CAP_REVISION_2 capability set with the effective flag:
+	// CAP_NET_BIND_SERVICE permitted.
+	caps := []byte{1, 0, 0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	withCaps := func(name string) string {
+		p := join(dir, name)
+		writeFile(t, p, []byte("program"), 0o777)
+		ok(t, "chmod", unix.Chmod(p, 0o777))
+		ok(t, "setxattr security.capability on "+name, unix.Setxattr(p, "security.capability", caps, 0))
+		return p
+	}
+	gone := func(what, p string) {
+		t.Helper()
+		_, err := unix.Getxattr(p, "security.capability", make([]byte, 64))
+		wantErrno(t, what+": security.capability", err, unix.ENODATA)
+	}
+	p := withCaps("root-write")
+	fd := open(t, p, unix.O_WRONLY, 0)
+	_, err := unix.Pwrite(fd, []byte("x"), 0)
+	closeFD(t, &fd)
+	ok(t, "write as root", err)
+	gone("after a write by root", p)
+
+	p = withCaps("root-truncate")
+	ok(t, "truncate as root", unix.Truncate(p, 3))
+	gone("after a truncate by root", p)
+
+	p = withCaps("nobody-write")
+	res := runHelper(t, helperRequest{Dir: dir, UID: nobody, GID: nobody, Steps: []helperStep{{Op: "write", Name: "nobody-write", Arg: "x"}}})
+	wantHelperErr(t, "uid "+strconv.Itoa(nobody)+": write", res.Errs[0], "")
+	gone("after a write by uid "+strconv.Itoa(nobody), p)
+}

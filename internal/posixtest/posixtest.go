@@ -64,6 +64,7 @@ var Checks = map[string]func(t *testing.T, dir string){
 	"Statfs":                 checkStatfs,
 	"PermissionsAsOtherUser": checkPermissionsAsOtherUser,
 	"KillPrivData":           checkKillPrivData,
+	"KillPrivCaps":           checkKillPrivCaps,
 
 	// Locks.
 	"Flock":     checkFlock,
@@ -82,7 +83,7 @@ var Checks = map[string]func(t *testing.T, dir string){
 // RootChecks lists the checks of Checks that need root (CAP_CHOWN, CAP_MKNOD,
 // CAP_SETUID, CAP_DAC_READ_SEARCH, writing /proc/sys/vm/drop_caches). Run as another user they report the missing privilege through
 // testenv.Missing: a failure under CI=true, a skip with the reason elsewhere.
-var RootChecks = []string{"Chown", "SetgidDir", "MknodDevice", "PermissionsAsOtherUser", "KillPrivData", "AtimeDropCaches", "DeviceOpen", "SetuidExec", "FileHandles"}
+var RootChecks = []string{"Chown", "SetgidDir", "MknodDevice", "PermissionsAsOtherUser", "KillPrivData", "KillPrivCaps", "AtimeDropCaches", "DeviceOpen", "SetuidExec", "FileHandles"}
 
 // Options selects what Run runs. The zero value runs every check of Checks,
 // one after another.
