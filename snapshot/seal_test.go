@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -534,4 +536,29 @@ func cpuTime() int64 {
 	var ru unix.Rusage
 	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// TestHashOfConcurrent: an encrypted volume's blob names, computed from
+// pooled HMAC states by many goroutines at once, are the HMAC-SHA256 of
+// the bytes under the name key, whatever state a goroutine reuses.
+func TestHashOfConcurrent(t *testing.T) {
+	r, err := InitEncrypted(context.Background(), memStore(t), NewConfig(time.Now()), goldenKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				b := []byte(fmt.Sprintf("blob %d of goroutine %d", i, g))
+				m := hmac.New(sha256.New, r.seal.nameKey)
+				m.Write(b)
+				if got := r.HashOf(b); !bytes.Equal(got[:], m.Sum(nil)) {
+					t.Errorf("HashOf(%q) = %x, want the HMAC %x", b, got, m.Sum(nil))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
