@@ -433,6 +433,11 @@ func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logge
 	if v := t.virtual; v != nil {
 		cfg.Virtual = &mountd.Virtual{Name: v.name, Base: v.base}
 	}
+	if s := os.Getenv(mountproc.OwnerEnv); s != "" {
+		if cfg.OwnerPID, err = strconv.Atoi(s); err != nil || cfg.OwnerPID <= 0 {
+			return fmt.Errorf("%s=%q is no process id", mountproc.OwnerEnv, s)
+		}
+	}
 	err = mountd.Serve(ctx, cfg, ready)
 	if errors.Is(err, snapshot.ErrLeaseHeld) && !f.readOnly {
 		return fmt.Errorf("%w\n(to look at it while that writer runs: agentfs mount --read-only %s MOUNTPOINT)", err, blobDisplay(t.url))

@@ -2,7 +2,9 @@
 // binary once per test binary, mounts volumes with `agentfs mount -d` in a
 // separate server process (never in the test process: a process that
 // serves a mount must not also run commands in it), and tears every mount
-// down in t.Cleanup, even when the test fails.
+// down in t.Cleanup, even when the test fails. A test binary that is killed
+// (go test -timeout) runs no cleanup: the mount servers it started watch it
+// and unmount and exit when it is gone (see Binary).
 //
 // It is a test-support library for the _test files of fs/, cmd/agentfs,
 // exec/ and bench/. Tests that use it need FUSE; Start reports a missing
@@ -30,6 +32,7 @@ import (
 
 	afs "github.com/agentfs/agentfs/fs"
 	"github.com/agentfs/agentfs/fs/control"
+	"github.com/agentfs/agentfs/internal/mountproc"
 	"github.com/agentfs/agentfs/internal/testenv"
 )
 
@@ -39,6 +42,8 @@ var build struct {
 	err  error
 }
 
+var owner sync.Once
+
 // Binary returns the path of an agentfs binary built from this module's
 // ./cmd/agentfs, once per test binary. Builds land in
 // $TMPDIR/agentfs-fstest-UID, named by their content hash, so concurrent
@@ -46,8 +51,19 @@ var build struct {
 // builds older than a day are removed. When the test binary runs with the
 // race detector, so does the server, and a mount whose server reported a
 // data race fails its test.
+//
+// Binary also sets mountproc.OwnerEnv to this process's pid in its
+// environment: every mount server started from it (by Start, by an
+// agentfs command or serve daemon the test runs, by serve's workspace
+// manager in the test) inherits it, and syncs, unmounts and exits once
+// the test binary has exited, even when it was killed.
 func Binary(t testing.TB) string {
 	t.Helper()
+	owner.Do(func() {
+		if err := os.Setenv(mountproc.OwnerEnv, strconv.Itoa(os.Getpid())); err != nil {
+			t.Fatalf("setting %s: %v", mountproc.OwnerEnv, err)
+		}
+	})
 	build.once.Do(func() { build.path, build.err = buildBinary() })
 	if build.err != nil {
 		t.Fatalf("building agentfs: %v", build.err)

@@ -55,6 +55,13 @@ type Config struct {
 	Metrics            string // "host:port" to serve /metrics over TCP too ("": no)
 	Version            string // Info.Version
 	Logger             *slog.Logger
+	// OwnerPID, when not 0, ties the server to that process: once it has
+	// exited, the server syncs, unmounts and exits as after a signal (the
+	// mount detached lazily if busy). It is watched through a pidfd opened
+	// when Serve starts, so the owner must be alive then (a test harness
+	// waiting for its mount); a pid that names no process is an error.
+	// Test harnesses set it through mountproc.OwnerEnv.
+	OwnerPID int
 }
 
 // Virtual names the workspace of a virtual mount.
@@ -75,9 +82,10 @@ const shutdownSyncTimeout = 2 * time.Minute
 
 // Serve opens the volume, mounts it, serves the control socket and blocks
 // until the mount is gone: unmounted by the control socket or from
-// outside, or after a signal (ctx is cancelled by SIGINT/SIGTERM). ready is
-// called once the mount is usable. The process's working directory
-// becomes "/" (the server must never hold a directory of its own mount).
+// outside, or after a signal (ctx is cancelled by SIGINT/SIGTERM) or the
+// exit of cfg.OwnerPID. ready is called once the mount is usable. The
+// process's working directory becomes "/" (the server must never hold a
+// directory of its own mount).
 func Serve(ctx context.Context, cfg Config, ready func(control.Info)) error {
 	if err := os.Chdir("/"); err != nil {
 		return err
@@ -85,6 +93,14 @@ func Serve(ctx context.Context, cfg Config, ready func(control.Info)) error {
 	lg := cfg.Logger
 	if lg == nil {
 		lg = slog.Default()
+	}
+	if cfg.OwnerPID != 0 {
+		var stop func()
+		var err error
+		if ctx, stop, err = watchOwner(ctx, cfg.OwnerPID); err != nil {
+			return err
+		}
+		defer stop()
 	}
 	store, repo, err := mountproc.OpenRepo(ctx, cfg.URL, cfg.DefaultStore, cfg.Keys)
 	if err != nil {
@@ -242,7 +258,8 @@ func (m *backend) mount(cfg Config, lg *slog.Logger) (control.Info, error) {
 }
 
 // waitUnmounted returns once the mount is gone: unmounted (the control
-// socket's Unmount, or from outside), or, after a signal (ctx ends),
+// socket's Unmount, or from outside), or, after a signal or the owner's
+// exit (ctx ends),
 // synced and unmounted here; busy, it is detached lazily and served until
 // its last user is gone.
 func (m *backend) waitUnmounted(ctx context.Context, mnt string) {
@@ -252,7 +269,11 @@ func (m *backend) waitUnmounted(ctx context.Context, mnt string) {
 		return
 	case <-ctx.Done():
 	}
-	m.log.Info("signal received: syncing and unmounting", "mount_point", mnt)
+	why := "signal received"
+	if errors.Is(context.Cause(ctx), errOwnerExited) {
+		why = "the owner process exited"
+	}
+	m.log.Info(why+": syncing and unmounting", "mount_point", mnt)
 	go forceOnSecondSignal(mnt, m.log)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownSyncTimeout)
 	if err := m.vol.Sync(sctx); err != nil {

@@ -32,6 +32,15 @@ import (
 // user can read another's command line.
 const URLEnv = "AGENTFS_MOUNT_URL"
 
+// OwnerEnv, set to a process id in a mount server's environment, ties the
+// server to that process: once it has exited, the server syncs, unmounts
+// and exits, as after SIGTERM (mountd.Config.OwnerPID). Test harnesses
+// (fs/fstest) set it to their own pid, so that a test binary that is
+// killed (go test -timeout) leaves no mount server and no mount behind.
+// Nothing else sets it: a server without it outlives whoever started it,
+// as `agentfs mount -d` promises.
+const OwnerEnv = "AGENTFS_TEST_OWNER_PID"
+
 // DefaultStoreDir is the directory of the embedded default store:
 // $XDG_DATA_HOME/agentfs/default, or ~/.local/share/agentfs/default.
 func DefaultStoreDir() (string, error) {
