@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/agentfs/agentfs/blobstore"
+	"github.com/agentfs/agentfs/internal/testenv"
 	"github.com/agentfs/agentfs/internal/testservices"
 	"github.com/agentfs/agentfs/snapshot"
 )
@@ -117,11 +116,11 @@ func benchCheckpoint10k(b *testing.B, cfg ...func(*snapshot.Config)) {
 		}
 		p0 := puts(v)
 		b.StartTimer()
-		c0 := cpuTime()
+		c0 := testenv.CPUTime()
 		if err := v.Sync(ctx); err != nil {
 			b.Fatal(err)
 		}
-		cpu += cpuTime() - c0
+		cpu += testenv.CPUTime() - c0
 		b.StopTimer()
 		b.ReportMetric(float64(puts(v)-p0), "puts/op")
 		_ = v.Close(ctx)
@@ -200,11 +199,4 @@ func BenchmarkSmallFiles(b *testing.B) {
 	b.ReportMetric(per(create), "µs/create")
 	b.ReportMetric(per(stat), "µs/stat")
 	b.ReportMetric(per(unlink), "µs/unlink")
-}
-
-// cpuTime returns the CPU time this process used so far, in nanoseconds.
-func cpuTime() int64 {
-	var ru unix.Rusage
-	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }

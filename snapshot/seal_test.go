@@ -18,9 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/agentfs/agentfs/blobstore"
+	"github.com/agentfs/agentfs/internal/testenv"
 )
 
 var goldenKey = UserKey{Key: []byte("agentfs golden test key, 32+ bytes long")}
@@ -521,21 +520,14 @@ func BenchmarkEncodeBlob(b *testing.B) {
 		for name, data := range map[string][]byte{"random": random, "text": text} {
 			b.Run(fmt.Sprintf("%s/encrypted=%v", name, enc), func(b *testing.B) {
 				b.SetBytes(int64(len(data)))
-				c0 := cpuTime()
+				c0 := testenv.CPUTime()
 				for b.Loop() {
 					r.EncodeBlob(BlobData, data)
 				}
-				b.ReportMetric(float64(cpuTime()-c0)/float64(b.N), "cpu-ns/op") // steadier than wall time on a loaded machine
+				b.ReportMetric(float64(testenv.CPUTime()-c0)/float64(b.N), "cpu-ns/op") // steadier than wall time on a loaded machine
 			})
 		}
 	}
-}
-
-// cpuTime returns the CPU time this process used so far, in nanoseconds.
-func cpuTime() int64 {
-	var ru unix.Rusage
-	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // TestHashOfConcurrent: an encrypted volume's blob names, computed from

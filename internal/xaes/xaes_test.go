@@ -12,7 +12,8 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/chacha20poly1305"
-	"golang.org/x/sys/unix"
+
+	"github.com/agentfs/agentfs/internal/testenv"
 )
 
 func unhex(t *testing.T, s string) []byte {
@@ -116,13 +117,6 @@ func TestBadInput(t *testing.T) {
 	a.Seal(nil, make([]byte, 12), nil, nil)
 }
 
-// cpuTime returns the CPU time this process used so far, in nanoseconds.
-func cpuTime() int64 {
-	var ru unix.Rusage
-	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
-	return ru.Utime.Nano() + ru.Stime.Nano()
-}
-
 // BenchmarkSeal compares the AEADs agentfs could seal objects with: a
 // 4 MiB chunk and a 4 KiB file, each sealed under a fresh nonce (AES-256-GCM
 // with random 96-bit nonces only as the speed of reference: it is not safe
@@ -146,12 +140,12 @@ func BenchmarkSeal(b *testing.B) {
 				b.SetBytes(int64(size))
 				nonce := make([]byte, c.a.NonceSize())
 				out := make([]byte, 0, size+c.a.Overhead())
-				c0 := cpuTime()
+				c0 := testenv.CPUTime()
 				for b.Loop() {
 					_, _ = rand.Read(nonce)
 					out = c.a.Seal(out[:0], nonce, plain, nil)
 				}
-				b.ReportMetric(float64(cpuTime()-c0)/float64(b.N), "cpu-ns/op") // steadier than wall time on a loaded machine
+				b.ReportMetric(float64(testenv.CPUTime()-c0)/float64(b.N), "cpu-ns/op") // steadier than wall time on a loaded machine
 			})
 		}
 	}
