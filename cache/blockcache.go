@@ -81,6 +81,9 @@ func (e fileEvictor) EvictFile(ino uint64) error {
 func (v *Volume) evictOpen(n *node) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.pins > 0 {
+		return nil // a pinned file's data file is read by the kernel (passthrough.go)
+	}
 	drop := n.d.Evictable(n.layout(), v.opts.ReadAhead)
 	if len(drop) == 0 {
 		return nil

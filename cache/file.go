@@ -43,6 +43,7 @@ type node struct {
 	rec      *meta.Inode
 	memDirty bool       // rec has changes not yet persisted
 	d        *data.File // the local data state
+	pins     int        // passthrough readers of the data file (passthrough.go)
 
 	opens int // guarded by v.nodesMu
 }
@@ -796,6 +797,9 @@ func (v *Volume) truncateLocked(n *node, size uint64) error {
 	n.rec.Size = size
 	n.rec.Mtime, n.rec.Ctime = now, now
 	n.memDirty = true
+	if err := v.growPinned(n); err != nil {
+		return err
+	}
 	if err := v.update(func(txn *meta.Txn, d *meta.Delta) error { return v.persistTxn(txn, d, n) }); err != nil {
 		return fmt.Errorf("cache database: %w", err)
 	}

@@ -373,11 +373,18 @@ func (rc *reconciler) updateFile(ino uint64, e *snapshot.Entry) error {
 	// Keep cached bytes of the blocks whose chunk is unchanged, unless the
 	// file moves between inline and data-file storage.
 	wasInline := r.Inline
-	newInline := r.Type == snapshot.TypeFile && e.Size <= v.inlineMax
+	pinned := n != nil && n.pins > 0 // its data file stays whole (passthrough.go)
+	newInline := r.Type == snapshot.TypeFile && e.Size <= v.inlineMax && !pinned
 	keep := map[uint64]bool{}
 	for _, c := range e.Chunks {
 		if ref, ok := r.Chunk(c.Index); ok && ref == c.Ref && present[c.Index] && !r.IsDirty(c.Index) && newInline == wasInline {
 			keep[c.Index] = true
+		}
+	}
+	var refill map[uint64][]byte
+	if pinned {
+		if refill, err = v.fetchPinned(rc.ctx, n, e, keep); err != nil {
+			return err
 		}
 	}
 	var dropped int64
@@ -399,7 +406,7 @@ func (rc *reconciler) updateFile(ino uint64, e *snapshot.Entry) error {
 			}
 		}
 		drop = append(drop, r.Dirty...)
-		if err := v.clearDataFile(n, ino, drop, e.Size, len(keep) == 0); err != nil {
+		if err := v.clearDataFile(n, ino, drop, e.Size, len(keep) == 0 && !pinned); err != nil {
 			return err
 		}
 	}
@@ -434,6 +441,9 @@ func (rc *reconciler) updateFile(ino uint64, e *snapshot.Entry) error {
 	}
 	v.blocks.Add(ino, -dropped)
 	rc.inode(ino)
+	if pinned {
+		return v.refillPinned(n, refill)
+	}
 	return nil
 }
 

@@ -148,7 +148,7 @@ func (n *node) recordRename(name string, np *gofs.Inode, newName string, exchang
 // wrote marks handle f (if it is one of ours) as written: its next flush
 // or release reports the file modified.
 func wrote(f gofs.FileHandle) {
-	if h, ok := f.(*handle); ok && !h.written.Load() {
+	if h := asHandle(f); h != nil && !h.written.Load() {
 		h.written.Store(true)
 	}
 }
@@ -156,7 +156,7 @@ func wrote(f gofs.FileHandle) {
 // flushed reports n modified if handle f was written since its last
 // flush.
 func (n *node) flushed(f gofs.FileHandle) {
-	if h, ok := f.(*handle); ok && h.written.Load() && h.written.Swap(false) {
+	if h := asHandle(f); h != nil && h.written.Load() && h.written.Swap(false) {
 		n.recordModified()
 	}
 }

@@ -145,6 +145,49 @@
 // there is none), and the mode's group bits kept equal to the ACL's mask.
 // Not supporting ACLs costs no request at all.
 //
+// # Passthrough
+//
+// Reads of a file whose whole content is in the engine's local data file
+// skip the server: a read-only open of such a file (not inline, no block
+// remote or still on a host base) gets the data file as its FUSE
+// passthrough backing file, and the kernel reads it (page cache, O_DIRECT
+// and mmap alike) as it reads a local file. The engine pins the data file
+// while such a handle is open (cache.Volume.PinLocal): eviction passes it
+// over, a growing truncate grows it, and a restore, discard or a read-only
+// mount following its branch writes the new content into it in place
+// (fetched before anything changes) instead of forgetting it, so an open
+// reader reads the new bytes afterwards (during the change it may read a
+// mix). The kernel allows one io mode per inode at a time, so the mode is
+// decided per inode (passthrough.go): while a passthrough open is held,
+// every open of the inode is passthrough, a writer too, with
+// FOPEN_DIRECT_IO so that its reads and writes still reach the server;
+// while a cached open is held, every open is cached. A passthrough
+// writer's mmap maps the data file, so its release marks the file's clean
+// blocks dirty (the next checkpoint captures whatever a shared mapping
+// wrote; such bytes are not in the change feed and move no mtime). Writes
+// never pass through: dirty tracking, size, mtime, checkpoint capture and
+// the change feed stay the server's. Passthrough needs a kernel that
+// offers it (6.9 or later) and a server running as root (registering a
+// backing file needs CAP_SYS_ADMIN). It is off unless asked for (`--tune
+// passthrough=1`) until a quiet run of the benchmarks and the full test
+// suites with it on confirm it; measured in BENCHMARKS.md (issue 17).
+//
+// Write passthrough (a writer's bytes going straight to the data file) is
+// not done. It would need: dirty tracking from the backing file (which
+// blocks a passthrough writer touched: the server sees no WRITE, so either
+// every block of the file is taken as dirty at the writer's flush, fsync
+// and release, or a comparison with the committed chunks decides), the
+// size and mtime taken from the data file at those points and at every
+// GETATTR while a writer is open (the kernel's cached size would otherwise
+// be stale), checkpoint capture reading a consistent copy while the kernel
+// keeps writing (a freeze that can stop a passthrough writer does not
+// exist: the capture would copy, or reflink, the data file first), the
+// write-before-record rule of the crash invariant (a block's dirty mark is
+// in the database before its bytes land) replaced by adopting, after a
+// crash, every block whose data-file bytes differ, the set-user-ID drop
+// of unprivileged writes (KILLPRIV) and the change feed's "modified" at
+// each close, all without a request per write.
+//
 // # Permissions, containers, locks
 //
 // Mounts use default_permissions (the kernel checks modes, owners and the

@@ -279,11 +279,11 @@ garbage line
 }
 
 func TestParseTuning(t *testing.T) {
-	tu, err := ParseTuning("writeback=1, keepcache=0,dircache=0,maxwrite=131072,readahead=4096,background=12,readahead_kb=512,posixacl=1,flush=0")
+	tu, err := ParseTuning("writeback=1, keepcache=0,dircache=0,maxwrite=131072,readahead=4096,background=12,readahead_kb=512,posixacl=1,flush=0,directwrite=1,passthrough=1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Tuning{Writeback: true, NoKeepCache: true, NoDirCache: true, MaxWrite: 131072, MaxReadAhead: 4096, MaxBackground: 12, ReadAheadKB: 512, PosixACL: true, NoFlush: true}
+	want := Tuning{Writeback: true, NoKeepCache: true, NoDirCache: true, MaxWrite: 131072, MaxReadAhead: 4096, MaxBackground: 12, ReadAheadKB: 512, PosixACL: true, NoFlush: true, DirectWrite: true, Passthrough: true}
 	if tu != want {
 		t.Errorf("got %+v, want %+v", tu, want)
 	}

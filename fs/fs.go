@@ -27,6 +27,11 @@ type filesystem struct {
 	gen       uint32 // the generation of every node (file handles; export.go)
 	ops       opCounters
 	changes   *changefeed.Feed // the change feed (changes.go)
+	// passthrough: read-only opens of files whole locally may get their
+	// data file as backing file (Tuning.Passthrough, passthrough.go); set
+	// once the kernel has offered FUSE passthrough.
+	passthrough atomic.Bool
+	io          ioModes // io mode of each inode with open handles
 	// server is the mount's FUSE server, set once it is mounted, for the
 	// attribute invalidations of touchAtime.
 	server atomic.Pointer[fuse.Server]
@@ -65,6 +70,11 @@ func (fsys *filesystem) forget(ino uint64) {
 	fsys.tombMu.Lock()
 	delete(fsys.tombs, ino)
 	fsys.tombMu.Unlock()
+	fsys.io.mu.Lock()
+	if m := fsys.io.m[ino]; m != nil && m.pt == 0 && m.cached == 0 {
+		delete(fsys.io.m, ino)
+	}
+	fsys.io.mu.Unlock()
 }
 
 // openFlags are the FOPEN_* flags of a regular file's open with open(2)

@@ -192,6 +192,13 @@ func Mount(mountpoint string, vol *cache.Volume, opts Options) (*Server, error) 
 		// The serve loop ends by itself when the mount failed.
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
+	if tun.Passthrough {
+		if os.Geteuid() == 0 && srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0 {
+			fsys.passthrough.Store(true)
+		} else {
+			lg.Warn("FUSE passthrough asked for (--tune passthrough=1) but unavailable: it needs a server running as root and a kernel offering it (Linux 6.9 or later); reads go through the server", "root", os.Geteuid() == 0)
+		}
+	}
 	if os.Geteuid() == 0 {
 		if mi, err := MountOf(mountpoint); err == nil && mi.MountPoint == mountpoint {
 			if err := setReadAhead(mi.Dev, tun.ReadAheadKB); err != nil {

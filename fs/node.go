@@ -209,7 +209,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _ uin
 	if trunc {
 		wrote(h)
 	}
-	return h, n.fsys.openFlags(flags), 0
+	fh, out, errno := n.fsys.open(ctx, h, flags)
+	if errno != 0 {
+		_ = n.fsys.vol.Release(context.WithoutCancel(ctx), n.ino())
+	}
+	return fh, out, errno
 }
 
 // Create creates and opens regular file name in directory n, owned by the
@@ -225,12 +229,17 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, n.errno("create", err)
 	}
 	h := newHandle(a.Ino, flags)
+	fh, oflags, errno := n.fsys.open(ctx, h, flags)
+	if errno != 0 {
+		_ = n.fsys.vol.Release(context.WithoutCancel(ctx), a.Ino)
+		return nil, nil, 0, errno
+	}
 	if !existed {
 		n.recordChild(changefeed.OpCreated, name, changefeed.TypeFile)
 	} else if trunc {
 		wrote(h)
 	}
-	return n.child(ctx, &a, out), h, n.fsys.openFlags(flags), 0
+	return n.child(ctx, &a, out), fh, oflags, 0
 }
 
 // Tmpfile creates and opens a regular file with no name for directory n
@@ -244,7 +253,12 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	if err != nil {
 		return nil, nil, 0, n.errno("tmpfile", err)
 	}
-	return n.child(ctx, &a, out), newHandle(a.Ino, flags), n.fsys.openFlags(flags &^ syscall.O_TRUNC), 0
+	fh, oflags, errno := n.fsys.open(ctx, newHandle(a.Ino, flags), flags&^syscall.O_TRUNC)
+	if errno != 0 {
+		_ = n.fsys.vol.Release(context.WithoutCancel(ctx), a.Ino)
+		return nil, nil, 0, errno
+	}
+	return n.child(ctx, &a, out), fh, oflags, 0
 }
 
 // Read reads from open file n.
@@ -300,14 +314,16 @@ func (n *node) Fsync(ctx context.Context, f gofs.FileHandle, flags uint32) (errn
 // once (the kernel ignores errors here).
 func (n *node) Release(ctx context.Context, f gofs.FileHandle) (errno syscall.Errno) {
 	defer n.fsys.ops.done(opRelease, time.Now(), &errno)
-	h, ok := f.(*handle)
-	if !ok || !h.release() {
+	h := asHandle(f)
+	if h == nil || !h.release() {
 		return 0
 	}
 	n.flushed(h)
 	// The kernel does not wait for RELEASE to finish; a cancelled context
 	// must not leave the engine's open count behind.
-	return n.errno("release", n.fsys.vol.Release(context.WithoutCancel(ctx), h.ino))
+	ctx = context.WithoutCancel(ctx)
+	err := n.fsys.release(ctx, f)
+	return n.errno("release", errors.Join(err, n.fsys.vol.Release(ctx, h.ino)))
 }
 
 // Allocate implements fallocate(2): mode 0 extends the file (the new range

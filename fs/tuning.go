@@ -59,6 +59,11 @@ type Tuning struct {
 	// sends none (a round trip less at every close(2)); the engine then
 	// persists a file's attributes at its last release only.
 	NoFlush bool
+	// Passthrough lets a read-only open of a file whose whole content is
+	// in its local data file have the kernel read that file directly
+	// (FUSE passthrough; see passthrough.go), when the kernel offers
+	// passthrough (6.9 or later) and the server runs as root.
+	Passthrough bool
 }
 
 func (t Tuning) withDefaults() Tuning {
@@ -80,7 +85,7 @@ func (t Tuning) withDefaults() Tuning {
 // ParseTuning reads a Tuning from its text form: comma-separated
 // key=value pairs among writeback=0|1, keepcache=0|1, dircache=0|1,
 // maxwrite=BYTES, readahead=BYTES, background=N, readahead_kb=KIB,
-// posixacl=0|1, flush=0|1, directwrite=0|1.
+// posixacl=0|1, flush=0|1, directwrite=0|1, passthrough=0|1.
 func ParseTuning(s string) (Tuning, error) {
 	var t Tuning
 	for kv := range strings.SplitSeq(s, ",") {
@@ -113,6 +118,8 @@ func ParseTuning(s string) (Tuning, error) {
 			t.NoFlush = n == 0
 		case "directwrite":
 			t.DirectWrite = n != 0
+		case "passthrough":
+			t.Passthrough = n != 0
 		default:
 			return t, fmt.Errorf("tuning %q: unknown key %q", kv, k)
 		}

@@ -1,0 +1,364 @@
+package fs_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentfs/agentfs/fs/fstest"
+	"github.com/agentfs/agentfs/internal/testenv"
+)
+
+// ptArgs mounts with FUSE passthrough on.
+var ptArgs = []string{"--tune=passthrough=1"}
+
+// needPassthrough checks that the kernel can do FUSE passthrough for a
+// root server (Linux 6.9 or later): a failure under CI=true, a skip
+// elsewhere (testenv.Missing).
+func needPassthrough(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "root (FUSE passthrough needs a server running as root)", os.ErrPermission)
+	}
+	var u unix.Utsname
+	_ = unix.Uname(&u)
+	rel := unix.ByteSliceToString(u.Release[:])
+	var maj, minor int
+	if _, err := fmt.Sscanf(rel, "%d.%d", &maj, &minor); err != nil || maj < 6 || (maj == 6 && minor < 9) {
+		testenv.Missing(t, "FUSE passthrough (Linux 6.9 or later)", fmt.Errorf("kernel %s", rel))
+	}
+}
+
+// opCounter returns a function that counts the FUSE requests of kind op
+// the mount has served.
+func opCounter(t *testing.T, m *fstest.Mount) func(op string) int64 {
+	c := m.Client(t)
+	return func(op string) int64 {
+		t.Helper()
+		st, err := c.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range st.FUSE {
+			if o.Op == op {
+				return o.Calls
+			}
+		}
+		return 0
+	}
+}
+
+// pattern returns n bytes that differ per position and per seed.
+func pattern(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7+i/4096) ^ seed
+	}
+	return b
+}
+
+func preadAll(t *testing.T, f *os.File, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	c, err := f.ReadAt(b, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		t.Fatalf("read %s: %d bytes, %v", f.Name(), c, err)
+	}
+	return b[:c]
+}
+
+// TestPassthroughReads: a read-only open of a file written through the
+// mount (all of it local) is served by the kernel from the data file (no
+// READ reaches the server), with the right bytes, O_DIRECT included; a file
+// not whole locally (a fresh cache directory) and small inline files are
+// read through the server.
+func TestPassthroughReads(t *testing.T) {
+	needPassthrough(t)
+	m := fstest.Start(t, fstest.Options{Args: ptArgs})
+	reads := opCounter(t, m)
+	p := filepath.Join(m.Dir, "big")
+	want := pattern(9<<20+123, 1)
+	if err := os.WriteFile(p, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := reads("read")
+	got, err := os.ReadFile(p)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("passthrough read: %d bytes (want %d), %v", len(got), len(want), err)
+	}
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := alignedBuf(4096)
+	if n, err := unix.Pread(fd, buf, 8192); err != nil || n != 4096 || !bytes.Equal(buf, want[8192:8192+4096]) {
+		t.Fatalf("O_DIRECT passthrough pread: %d, %v", n, err)
+	}
+	_ = unix.Close(fd)
+	if n := reads("read") - before; n != 0 {
+		t.Errorf("reads of a file whole locally sent %d READ requests, want 0 (passthrough)", n)
+	}
+	small := filepath.Join(m.Dir, "small")
+	if err := os.WriteFile(small, []byte("inline"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before = reads("read")
+	if b, err := os.ReadFile(small); err != nil || string(b) != "inline" {
+		t.Fatalf("small file: %q, %v", b, err)
+	}
+	if reads("read") == before {
+		t.Errorf("an inline file was read without the server")
+	}
+
+	// A fresh cache directory: the file is remote, read through the
+	// server (and then cached); once whole, the next open passes through.
+	m.Sync(t)
+	m.Unmount(t)
+	m2 := fstest.Start(t, fstest.Options{URL: m.URL, Args: ptArgs, Dir: filepath.Join(t.TempDir(), "again")})
+	reads = opCounter(t, m2)
+	p = filepath.Join(m2.Dir, "big")
+	before = reads("read")
+	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read of a remote file: %d bytes, %v", len(got), err)
+	}
+	if reads("read") == before {
+		t.Fatalf("a remote file was read without the server")
+	}
+	dropCaches(t)
+	before = reads("read")
+	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read of a fetched file: %d bytes, %v", len(got), err)
+	}
+	if n := reads("read") - before; n != 0 {
+		t.Errorf("a file fetched whole sent %d READs, want 0", n)
+	}
+}
+
+func alignedBuf(n int) []byte {
+	b := make([]byte, n+4096)
+	off := 4096 - int(uintptr(unsafe.Pointer(&b[0]))%4096)
+	return b[off : off+n]
+}
+
+func dropCaches(t *testing.T) {
+	t.Helper()
+	unix.Sync()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0); err != nil {
+		t.Logf("drop caches: %v", err)
+	}
+}
+
+// TestPassthroughModes: the kernel allows one io mode per inode, so every
+// combination of opens must still succeed and see the same bytes: a
+// writer opened while a passthrough reader is open (its writes reach the
+// server and the reader at once), a reader opened while a writer is, many
+// of both at once, truncates both ways under a reader; and what a
+// shared writable mapping of such a writer changed is kept (checked
+// through a fresh cache directory after a sync).
+func TestPassthroughModes(t *testing.T) {
+	needPassthrough(t)
+	m := fstest.Start(t, fstest.Options{Args: append([]string{"--checkpoint-interval=-1s"}, ptArgs...)})
+	reads := opCounter(t, m)
+	p := filepath.Join(m.Dir, "f")
+	want := pattern(12<<20, 2) // three chunks
+	if err := os.WriteFile(p, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.Sync(t) // its blocks are clean: only the engine's adoption marks a mapping's change
+	check := func(what string, f *os.File) {
+		t.Helper()
+		if got := preadAll(t, f, len(want)+1); !bytes.Equal(got, want) {
+			t.Fatalf("%s: %d bytes, differs from what was written (want %d)", what, len(got), len(want))
+		}
+	}
+	r1, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r1.Close()
+	before := reads("read")
+	check("passthrough reader", r1)
+	if n := reads("read") - before; n != 0 {
+		t.Fatalf("the first reader sent %d READs: not passthrough", n)
+	}
+
+	// A writer while the reader passes through.
+	w, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatalf("open for writing while a passthrough reader is open: %v", err)
+	}
+	patch := pattern(100000, 3)
+	if _, err := w.WriteAt(patch, 4<<20-5000); err != nil {
+		t.Fatal(err)
+	}
+	copy(want[4<<20-5000:], patch)
+	check("passthrough reader after a write", r1)
+	check("the writer", w)
+	// A shared writable mapping of the writer maps the data file.
+	mm, err := unix.Mmap(int(w.Fd()), 9<<20, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(mm[100:], "written through a shared mapping")
+	copy(want[9<<20+100:], "written through a shared mapping")
+	if err := unix.Munmap(mm); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := os.Open(p)
+	if err != nil {
+		t.Fatalf("second reader: %v", err)
+	}
+	check("second reader while a writer is open", r2)
+	r2.Close()
+	// Truncates through the writer, seen by the reader.
+	if err := w.Truncate(int64(len(want) + 3<<20)); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, make([]byte, 3<<20)...)
+	check("reader after a growing truncate", r1)
+	if err := w.Truncate(12 << 20); err != nil { // a chunk boundary: the last chunk stays clean
+		t.Fatal(err)
+	}
+	want = want[:12<<20]
+	check("reader after a shrinking truncate", r1)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	check("reader after the writer closed", r1)
+	r1.Close()
+
+	// A cached writer first, then a reader: both work.
+	w, err = os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err = os.Open(p)
+	if err != nil {
+		t.Fatalf("reader while a cached writer is open: %v", err)
+	}
+	check("reader opened after a writer", r1)
+	if _, err := w.WriteAt([]byte("late"), 10); err != nil {
+		t.Fatal(err)
+	}
+	copy(want[10:], "late")
+	check("reader opened after a writer, after its write", r1)
+	w.Close()
+	r1.Close()
+
+	// Many opens of both kinds at once.
+	done := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			for j := range 40 {
+				flag := os.O_RDONLY
+				if (i+j)%3 == 0 {
+					flag = os.O_RDWR
+				}
+				f, err := os.OpenFile(p, flag, 0)
+				if err != nil {
+					done <- err
+					return
+				}
+				b := make([]byte, 4096)
+				if _, err := f.ReadAt(b, int64(j)*4096); err != nil {
+					f.Close()
+					done <- err
+					return
+				}
+				if flag == os.O_RDWR {
+					if _, err := f.WriteAt(b, int64(j)*4096); err != nil {
+						f.Close()
+						done <- err
+						return
+					}
+				}
+				f.Close()
+			}
+			done <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Fatalf("concurrent opens: %v", err)
+		}
+	}
+	r1, err = os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("after concurrent opens", r1)
+	r1.Close()
+
+	// What the mapping wrote reached the store.
+	m.Sync(t)
+	m.Unmount(t)
+	m2 := fstest.Start(t, fstest.Options{URL: m.URL, Dir: filepath.Join(t.TempDir(), "again")})
+	got, err := os.ReadFile(filepath.Join(m2.Dir, "f"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("fresh cache: %d bytes (want %d), %v; same: %v", len(got), len(want), err, bytes.Equal(got, want))
+	}
+}
+
+// TestPassthroughPinned: the data file under an open passthrough reader is
+// never evicted (a cache a tenth of the file) and a restore rewrites
+// it in place, so the reader reads the restored bytes.
+func TestPassthroughPinned(t *testing.T) {
+	needPassthrough(t)
+	m := fstest.Start(t, fstest.Options{Args: append([]string{"--checkpoint-interval=-1s", "--cache-size=4M"}, ptArgs...)})
+	p := filepath.Join(m.Dir, "f")
+	one := pattern(40<<20+77, 4) // ten chunks: more than the read-ahead window eviction spares
+	if err := os.WriteFile(p, one, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// The sync makes the file's blocks clean cache, ten times the
+	// cache's size; another file's fetch pushes eviction too.
+	m.Sync(t)
+	if err := os.WriteFile(filepath.Join(m.Dir, "other"), pattern(8<<20, 5), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.Sync(t)
+	if _, err := os.ReadFile(filepath.Join(m.Dir, "other")); err != nil {
+		t.Fatal(err)
+	}
+	if got := preadAll(t, r, len(one)+1); !bytes.Equal(got, one) {
+		t.Fatalf("passthrough reader after eviction: %d bytes (want %d), differs", len(got), len(one))
+	}
+	if out, err := m.Agentfs("snapshot", "save", m.Dir, "one"); err != nil {
+		t.Fatalf("snapshot save: %v\n%s", err, out)
+	}
+	r.Close()
+
+	two := pattern(7<<20, 6)
+	if err := os.WriteFile(p, two, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err = os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := preadAll(t, r, len(two)+1); !bytes.Equal(got, two) {
+		t.Fatalf("passthrough reader of the new content: %d bytes, differs", len(got))
+	}
+	if out, err := m.Agentfs("snapshot", "restore", m.Dir, "one"); err != nil {
+		t.Fatalf("snapshot restore: %v\n%s", err, out)
+	}
+	if got := preadAll(t, r, len(one)+1); !bytes.Equal(got, one) {
+		t.Fatalf("passthrough reader after a restore: %d bytes (want %d), differs", len(got), len(one))
+	}
+	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, one) {
+		t.Fatalf("new open after a restore: %d bytes, %v", len(got), err)
+	}
+}
