@@ -157,10 +157,11 @@ func (v *Volume) refillPinned(n *node, chunks map[uint64][]byte) error {
 }
 
 // AdoptPinned takes the data file of pinned open file ino as the truth for
-// its clean blocks: every present block becomes dirty, so the next
-// checkpoint captures the bytes the data file holds now. Call it when a
-// writer could have changed the data file behind the engine (a shared
-// writable mmap through a passthrough handle).
+// every block not already dirty: present blocks and holes alike become
+// dirty, so the next checkpoint captures the bytes the data file holds now
+// (a hole written to is no longer zeros). Call it when a writer could have
+// changed the data file behind the engine (a shared writable mmap through
+// a passthrough handle).
 func (v *Volume) AdoptPinned(ctx context.Context, ino uint64) error {
 	n, err := v.openNode(ino)
 	if err != nil {
@@ -168,13 +169,22 @@ func (v *Volume) AdoptPinned(ctx context.Context, ino uint64) error {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	present := n.d.Present()
-	if n.pins == 0 || len(present) == 0 || n.rec.Inline {
+	if n.pins == 0 || n.rec.Inline {
 		return nil
 	}
-	for b := range present {
+	l := n.layout()
+	adopted := false
+	for b := uint64(0); b*v.chunkSize < n.rec.Size; b++ {
+		// A pinned file is whole locally: each block is local or a hole.
+		if s := n.d.Source(l, b); n.rec.IsDirty(b) || (s != data.Local && s != data.Hole) {
+			continue
+		}
 		v.dirtyBlock(n, b)
 		v.gens.bump(blockKey{n.ino, b})
+		adopted = true
+	}
+	if !adopted {
+		return nil
 	}
 	v.markModified(n.rec)
 	if err := v.update(func(txn *meta.Txn, d *meta.Delta) error { return v.persistTxn(txn, d, n) }); err != nil {

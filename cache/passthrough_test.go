@@ -132,3 +132,56 @@ func TestPinLocal(t *testing.T) {
 	}
 	unpin(big.Ino, f)
 }
+
+// TestAdoptPinned: what a writer changed in a pinned data file behind the
+// engine (a shared mapping), in a clean block and in a hole alike, is
+// adopted and reaches the store; a fresh cache reads it back.
+func TestAdoptPinned(t *testing.T) {
+	url := testStoreURL(t)
+	initVolume(t, url)
+	ctx := context.Background()
+	v := openVolume(t, url, "")
+	bs := int(v.chunkSize)
+	want := bytes.Repeat([]byte("base"), 2*bs/4) // two clean blocks once synced
+	a := writeFile(t, v, RootIno, "f", want)
+	if err := v.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Open(ctx, a.Ino, false); err != nil {
+		t.Fatal(err)
+	}
+	f, err := v.PinLocal(a.Ino, false)
+	if err != nil || f == nil {
+		t.Fatalf("pin: %v, %v", f, err)
+	}
+	grown := uint64(4 * bs) // blocks 2 and 3 are holes
+	if _, err := v.SetAttr(ctx, a.Ino, SetAttrIn{Size: &grown}); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, make([]byte, 2*bs)...)
+	// Writes behind the engine: into clean block 1 and hole block 3.
+	for _, off := range []int{bs + 10, 3*bs + 20} {
+		if _, err := f.WriteAt([]byte("mapped"), int64(off)); err != nil {
+			t.Fatal(err)
+		}
+		copy(want[off:], "mapped")
+	}
+	if err := v.AdoptPinned(ctx, a.Ino); err != nil {
+		t.Fatal(err)
+	}
+	v.Unpin(a.Ino)
+	f.Close()
+	if err := v.Release(ctx, a.Ino); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v = openVolume(t, url, "")
+	a = must[Attr](t)(v.Lookup(ctx, RootIno, "f"))
+	if got := readFile(t, v, a.Ino); !bytes.Equal(got, want) {
+		for _, off := range []int{bs + 10, 3*bs + 20} {
+			t.Errorf("at %d: %q, want %q", off, got[off:off+6], want[off:off+6])
+		}
+	}
+}

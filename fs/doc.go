@@ -162,9 +162,13 @@
 // every open of the inode is passthrough, a writer too, with
 // FOPEN_DIRECT_IO so that its reads and writes still reach the server;
 // while a cached open is held, every open is cached. A passthrough
-// writer's mmap maps the data file, so its release marks the file's clean
-// blocks dirty (the next checkpoint captures whatever a shared mapping
-// wrote; such bytes are not in the change feed and move no mtime). Writes
+// writer's mmap maps the data file, so its fsync and its release mark
+// every block of the file not dirty yet (clean ones and holes) dirty: the
+// next checkpoint captures whatever a shared mapping wrote, and an fsync
+// of the writer makes it durable as any write (msync alone does not reach
+// the server; such bytes are not in the change feed and move no mtime,
+// and a crash before the writer's fsync or release leaves them in the data
+// file unrecorded, so a later eviction may drop them). Writes
 // never pass through: dirty tracking, size, mtime, checkpoint capture and
 // the change feed stay the server's. Passthrough needs a kernel that
 // offers it (6.9 or later) and a server running as root (registering a

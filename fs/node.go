@@ -307,6 +307,9 @@ func (n *node) Flush(ctx context.Context, f gofs.FileHandle) (errno syscall.Errn
 // (fsync, fdatasync, and fsync of a directory).
 func (n *node) Fsync(ctx context.Context, f gofs.FileHandle, flags uint32) (errno syscall.Errno) {
 	defer n.fsys.ops.done(opFsync, time.Now(), &errno)
+	if err := n.fsys.adoptWritten(ctx, f); err != nil {
+		return n.errno("fsync", err)
+	}
 	return n.errno("fsync", n.fsys.vol.Fsync(ctx, n.ino(), flags&1 != 0))
 }
 

@@ -32,11 +32,12 @@ import (
 //     FOPEN_DIRECT_IO as well: its read(2) and write(2) still reach the
 //     server (dirty tracking, size, mtime and the change feed stay the
 //     engine's), but its mmap maps the backing file, so a shared writable
-//     mapping changes the data file behind the engine. Its release
-//     therefore marks the file's clean blocks dirty (cache.Volume.
-//     AdoptPinned): the next checkpoint captures whatever such a mapping
-//     wrote. Bytes written only through such a mapping are not in the
-//     change feed and do not move mtime.
+//     mapping changes the data file behind the engine. Its fsync and its
+//     release therefore mark every block not dirty yet (clean ones and
+//     holes) dirty (adoptWritten, cache.Volume.AdoptPinned): the next
+//     checkpoint captures whatever such a mapping wrote. Bytes written
+//     only through such a mapping are not in the change feed and do not
+//     move mtime.
 //
 // A cached open that follows a period in which a passthrough writer wrote
 // drops the inode's page cache (no FOPEN_KEEP_CACHE): pages cached before
@@ -136,6 +137,19 @@ func (fsys *filesystem) drop(ino uint64, m *ioMode) {
 	}
 }
 
+// adoptWritten makes the engine take the data file as the truth for the
+// blocks it does not know dirty, if f is a passthrough writer: a shared
+// writable mapping of f maps the data file and writes it without the
+// server (cache.Volume.AdoptPinned). Called at f's fsync, so that an
+// fsync after writes through a mapping makes them durable as any write,
+// and at its release.
+func (fsys *filesystem) adoptWritten(ctx context.Context, f gofs.FileHandle) error {
+	if ph, ok := f.(*ptHandle); ok && ph.writer {
+		return fsys.vol.AdoptPinned(ctx, ph.ino)
+	}
+	return nil
+}
+
 // release ends the io mode of handle f, before the engine's Release: a
 // passthrough writer's file has its clean blocks marked dirty, and the
 // data file is unpinned.
@@ -145,11 +159,8 @@ func (fsys *filesystem) release(ctx context.Context, f gofs.FileHandle) error {
 		return nil
 	}
 	ph, pt := f.(*ptHandle)
-	var err error
+	err := fsys.adoptWritten(ctx, f)
 	if pt {
-		if ph.writer {
-			err = fsys.vol.AdoptPinned(ctx, h.ino)
-		}
 		fsys.vol.Unpin(h.ino)
 		_ = ph.fd.Close()
 	}
