@@ -7,14 +7,9 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
-	"golang.org/x/sync/errgroup"
-
-	"github.com/agentfs/agentfs/blobstore"
+	"github.com/agentfs/agentfs/cache/commit"
 	"github.com/agentfs/agentfs/cache/data"
 	"github.com/agentfs/agentfs/cache/meta"
 	"github.com/agentfs/agentfs/snapshot"
@@ -47,12 +42,6 @@ import (
 // dirty mark stays: the changes wait in the cache until the store holds
 // the volume again.
 
-// blockKey names one block of one file.
-type blockKey struct {
-	ino uint64
-	b   uint64
-}
-
 // cpStats records the last checkpoint, for Status.
 type cpStats struct {
 	last      time.Time
@@ -62,144 +51,6 @@ type cpStats struct {
 	lastBytes int64
 	commits   int64
 	leaseErr  string
-}
-
-// upBlock is a block captured by a checkpoint.
-type upBlock struct {
-	gen  uint64
-	ref  snapshot.BlobRef
-	zero bool // all zeros: stored as a hole
-}
-
-// uploader packs blobs and uploads full packs in the background.
-type uploader struct {
-	v       *Volume
-	ctx     context.Context
-	g       *errgroup.Group
-	started time.Time
-
-	mu     sync.Mutex
-	pw     [3]*snapshot.PackWriter // guarded by mu; by blob type: trees and data never share a pack
-	blocks map[blockKey]upBlock    // guarded by mu
-	packs  []snapshot.PackID       // guarded by mu
-	puts   atomic.Int64
-	bytes  atomic.Int64
-}
-
-func (v *Volume) newUploader(ctx context.Context) *uploader {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(v.opts.UploadConcurrency)
-	return &uploader{v: v, ctx: gctx, g: g, started: v.now(), blocks: map[blockKey]upBlock{}}
-}
-
-// addBlock encodes one block's bytes and records its reference. An
-// all-zero block becomes a hole unless keepZero (a block of a host origin
-// must override the host's bytes).
-func (u *uploader) addBlock(k blockKey, gen uint64, data []byte, keepZero bool) {
-	if !keepZero && isZero(data) {
-		u.mu.Lock()
-		u.blocks[k] = upBlock{gen: gen, zero: true}
-		u.mu.Unlock()
-		return
-	}
-	ref := u.add(snapshot.BlobData, data)
-	u.mu.Lock()
-	u.blocks[k] = upBlock{gen: gen, ref: ref}
-	u.mu.Unlock()
-}
-
-// add encodes a blob into the current pack and returns its reference;
-// a full pack is uploaded in the background.
-func (u *uploader) add(t snapshot.BlobType, raw []byte) snapshot.BlobRef {
-	eb := u.v.repo.EncodeBlob(t, raw)
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.pw[t] == nil {
-		u.pw[t] = u.v.repo.NewPackWriter()
-	}
-	ref := u.pw[t].Add(eb)
-	if u.pw[t].Len() >= u.v.repo.Config().PackSize {
-		u.flushLocked(t)
-	}
-	return ref
-}
-
-func (u *uploader) flushLocked(t snapshot.BlobType) {
-	pw := u.pw[t]
-	u.pw[t] = nil
-	if pw == nil || pw.Count() == 0 {
-		return
-	}
-	u.packs = append(u.packs, pw.ID())
-	u.g.Go(func() error {
-		if err := u.v.repo.PutPack(u.ctx, pw); err != nil {
-			return err
-		}
-		u.puts.Add(1)
-		u.bytes.Add(int64(pw.Len()))
-		return nil
-	})
-}
-
-// finish uploads the last pack and waits for every upload.
-func (u *uploader) finish() error {
-	u.mu.Lock()
-	u.flushLocked(snapshot.BlobData)
-	u.flushLocked(snapshot.BlobTree)
-	u.mu.Unlock()
-	return u.g.Wait()
-}
-
-func (u *uploader) block(k blockKey) (upBlock, bool) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	b, ok := u.blocks[k]
-	return b, ok
-}
-
-func isZero(b []byte) bool {
-	for len(b) >= 8 {
-		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
-			return false
-		}
-		b = b[8:]
-	}
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// gens tracks the write generation of dirty blocks, across node lifetimes.
-// A generation is unique volume-wide; a block without one (after a restart)
-// has generation 0.
-type gens struct {
-	mu  sync.Mutex
-	m   map[blockKey]uint64 // guarded by mu
-	seq atomic.Uint64
-}
-
-func (g *gens) bump(k blockKey) {
-	g.mu.Lock()
-	if g.m == nil {
-		g.m = map[blockKey]uint64{}
-	}
-	g.m[k] = g.seq.Add(1)
-	g.mu.Unlock()
-}
-
-func (g *gens) get(k blockKey) uint64 {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.m[k]
-}
-
-func (g *gens) forget(k blockKey) {
-	g.mu.Lock()
-	delete(g.m, k)
-	g.mu.Unlock()
 }
 
 func (v *Volume) checkpointLoop() {
@@ -300,16 +151,16 @@ func (v *Volume) checkpointLocked(ctx context.Context, kind, message string) (er
 		return err
 	}
 	start := v.now()
-	up := v.newUploader(ctx)
+	up := commit.NewUploader(ctx, v.repo, v.opts.UploadConcurrency, v.now())
 	defer func() {
 		// On failure, wait for uploads still in flight before returning.
 		if err != nil {
-			_ = up.g.Wait()
+			_ = up.Wait()
 			err = v.keptLocally(err)
 		}
 		v.stateMu.Lock()
 		v.cp.last, v.cp.lastDur = v.now(), v.now().Sub(start)
-		v.cp.lastPuts, v.cp.lastBytes = up.puts.Load(), up.bytes.Load()
+		v.cp.lastPuts, v.cp.lastBytes = up.Stats()
 		if err != nil {
 			v.cp.lastErr = err.Error()
 		} else {
@@ -333,8 +184,8 @@ func (v *Volume) checkpointLocked(ctx context.Context, kind, message string) (er
 		if err := v.captureFile(up, ino, false); err != nil {
 			return err
 		}
-		if err := up.ctx.Err(); err != nil {
-			return up.g.Wait()
+		if err := up.Err(); err != nil {
+			return up.Wait()
 		}
 	}
 
@@ -345,13 +196,11 @@ func (v *Volume) checkpointLocked(ctx context.Context, kind, message string) (er
 	}
 
 	// C: finish uploads, commit.
-	if err := up.finish(); err != nil {
+	if err := up.Finish(); err != nil {
 		return err
 	}
-	if v.now().Sub(up.started) > snapshot.UploadGrace/2 {
-		if err := v.checkPacks(ctx, up.packs); err != nil {
-			return err
-		}
+	if err := up.CheckPacks(ctx, v.now()); err != nil {
+		return err
 	}
 	st := v.getState()
 	c := snapshot.Commit{
@@ -401,7 +250,7 @@ func (v *Volume) dirtyFiles() ([]uint64, error) { return v.dirty.FileList(), nil
 // captureFile reads the dirty blocks of file ino that up does not hold at
 // their current generation, and adds them. With frozen, the caller holds
 // v.mu exclusively (phase B).
-func (v *Volume) captureFile(up *uploader, ino uint64, frozen bool) error {
+func (v *Volume) captureFile(up *commit.Uploader, ino uint64, frozen bool) error {
 	var n *node
 	if frozen {
 		n = v.lookupNode(ino)
@@ -472,7 +321,7 @@ func (v *Volume) captureFile(up *uploader, ino uint64, frozen bool) error {
 // are read together under n.mu, and encoded after n.mu is released: a
 // block written meanwhile has a new generation, so phase B captures it
 // again (and apply does not take the stale copy).
-func (v *Volume) captureBlock(up *uploader, n *node, b uint64) error {
+func (v *Volume) captureBlock(up *commit.Uploader, n *node, b uint64) error {
 	n.mu.RLock()
 	if !n.rec.Inline && n.d.DataFile() == nil && n.rec.IsDirty(b) {
 		n.mu.RUnlock()
@@ -489,10 +338,10 @@ func (v *Volume) captureBlock(up *uploader, n *node, b uint64) error {
 		n.mu.RUnlock()
 		return nil
 	}
-	k := blockKey{r.Ino, b}
-	gen := v.gens.get(k)
+	k := commit.BlockKey{Ino: r.Ino, Index: b}
+	gen := v.gens.Get(r.Ino, b)
 	start := b * v.chunkSize
-	if have, ok := up.block(k); (ok && have.gen == gen) || start >= r.Size {
+	if have, ok := up.Block(k); (ok && have.Gen == gen) || start >= r.Size {
 		n.mu.RUnlock()
 		return nil
 	}
@@ -503,18 +352,18 @@ func (v *Volume) captureBlock(up *uploader, n *node, b uint64) error {
 	if err != nil {
 		return err
 	}
-	up.addBlock(k, gen, buf, keepZero)
+	up.AddBlock(k, gen, buf, keepZero)
 	return nil
 }
 
-func (v *Volume) captureBlocks(up *uploader, r *meta.Inode, read func([]byte, uint64) error) error {
+func (v *Volume) captureBlocks(up *commit.Uploader, r *meta.Inode, read func([]byte, uint64) error) error {
 	if r.Nlink == 0 {
 		return nil // an orphan: not part of any tree
 	}
 	for _, b := range r.Dirty {
-		k := blockKey{r.Ino, b}
-		gen := v.gens.get(k)
-		if have, ok := up.block(k); ok && have.gen == gen {
+		k := commit.BlockKey{Ino: r.Ino, Index: b}
+		gen := v.gens.Get(r.Ino, b)
+		if have, ok := up.Block(k); ok && have.Gen == gen {
 			continue
 		}
 		start := b * v.chunkSize
@@ -525,7 +374,7 @@ func (v *Volume) captureBlocks(up *uploader, r *meta.Inode, read func([]byte, ui
 		if err := read(buf, start); err != nil {
 			return err
 		}
-		up.addBlock(k, gen, buf, r.HasOrigin)
+		up.AddBlock(k, gen, buf, r.HasOrigin)
 	}
 	return nil
 }
@@ -533,20 +382,11 @@ func (v *Volume) captureBlocks(up *uploader, r *meta.Inode, read func([]byte, ui
 // freezeResult is what phase B built.
 type freezeResult struct {
 	seq   uint64 // tree marks up to this sequence are covered
-	dirs  map[uint64]builtDir
+	dirs  map[uint64]commit.Dir
 	root  snapshot.RootDir
 	links *snapshot.BlobRef
 	// linkTable is true when the link table was rebuilt.
 	linkTable bool
-}
-
-type builtDir struct {
-	ref      snapshot.BlobRef
-	subFiles uint64
-	subBytes uint64
-	// mod: the directory differs from its host origin (or has none). An
-	// unmodified directory of a host base is stored as its origin alone.
-	mod bool
 }
 
 // freeze runs phase B under the namespace lock, in four steps: it
@@ -554,10 +394,10 @@ type builtDir struct {
 // captures what the dirty files changed since phase A, chooses the
 // directories whose trees must be rebuilt (deepest first), and encodes
 // those trees and the link table into up.
-func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
+func (v *Volume) freeze(up *commit.Uploader) (*freezeResult, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	res := &freezeResult{dirs: map[uint64]builtDir{}}
+	res := &freezeResult{dirs: map[uint64]commit.Dir{}}
 	if err := v.persistOpenFiles(); err != nil {
 		return nil, err
 	}
@@ -585,14 +425,11 @@ func (v *Volume) freeze(up *uploader) (*freezeResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := v.buildTrees(up, order, recs, res); err != nil {
+	b := v.treeBuilder(up)
+	if err := v.buildTrees(b, order, recs, res); err != nil {
 		return nil, err
 	}
-	root := recs[RootIno]
-	bd := res.dirs[RootIno]
-	res.root = snapshot.RootDir{Mode: root.Mode, Uid: root.Uid, Gid: root.Gid, Atime: root.Atime, Mtime: root.Mtime,
-		Ctime: root.Ctime, Nlink: root.Nlink, Xattrs: root.Xattrs, Tree: bd.ref, SubFiles: bd.subFiles, SubBytes: bd.subBytes,
-		HasOrigin: root.HasOrigin, Modified: bd.mod && v.readsThrough()}
+	res.root = b.Root(recs[RootIno], res.dirs[RootIno])
 	return res, nil
 }
 
@@ -718,21 +555,23 @@ func (v *Volume) rebuildOrder(todo map[uint64]bool) ([]uint64, map[uint64]*meta.
 	return order, recs, nil
 }
 
-// buildTrees encodes into up the trees of the directories in order (whose
+// treeBuilder returns the builder of this checkpoint's trees into up,
+// which reads open files' records from their nodes (recOf).
+func (v *Volume) treeBuilder(up *commit.Uploader) *commit.Builder {
+	return &commit.Builder{Up: up, ChunkSize: v.chunkSize, ReadsThrough: v.readsThrough(), Record: v.recOf}
+}
+
+// buildTrees encodes with b the trees of the directories in order (whose
 // children's trees come before them), recording each in res.dirs, and the
-// link table if res.linkTable (else res keeps the state's). Caller holds
-// v.mu.
-func (v *Volume) buildTrees(up *uploader, order []uint64, recs map[uint64]*meta.Inode, res *freezeResult) error {
-	return v.db.View(func(txn *meta.Txn) error {
-		for _, ino := range order {
-			bd, err := v.buildDir(txn, up, recs[ino], res.dirs)
-			if err != nil {
-				return err
-			}
-			res.dirs[ino] = bd
+// link table if res.linkTable (else res keeps the state's). Records found
+// inconsistent are ErrIO. Caller holds v.mu.
+func (v *Volume) buildTrees(b *commit.Builder, order []uint64, recs map[uint64]*meta.Inode, res *freezeResult) error {
+	err := v.db.View(func(txn *meta.Txn) error {
+		if err := b.Trees(txn, order, recs, res.dirs); err != nil {
+			return err
 		}
 		if res.linkTable {
-			ref, err := v.buildLinkTable(txn, up)
+			ref, err := b.LinkTable(txn)
 			if err != nil {
 				return err
 			}
@@ -742,6 +581,10 @@ func (v *Volume) buildTrees(up *uploader, order []uint64, recs map[uint64]*meta.
 		}
 		return nil
 	})
+	if errors.Is(err, commit.ErrInconsistent) {
+		return fmt.Errorf("%w: %w", err, ErrIO)
+	}
+	return err
 }
 
 // recOf returns the current record of ino: an open file's in-memory one or
@@ -798,164 +641,6 @@ func (h *heldFile) release() {
 	if h.n != nil {
 		h.n.mu.Unlock()
 	}
-}
-
-// fileEntry returns the tree entry of file record r, with its dirty blocks'
-// new chunks from up.
-func (v *Volume) fileEntry(r *meta.Inode, name string, up *uploader) (snapshot.Entry, error) {
-	e := r.Entry(name)
-	if r.Type != snapshot.TypeFile {
-		return e, nil
-	}
-	chunks := slices.Clone(r.Chunks)
-	for _, b := range r.Dirty {
-		if b*v.chunkSize >= r.Size {
-			continue
-		}
-		ub, ok := up.block(blockKey{r.Ino, b})
-		if !ok {
-			return e, fmt.Errorf("file %d block %d was not captured: %w", r.Ino, b, ErrIO)
-		}
-		i, found := slices.BinarySearchFunc(chunks, b, func(c snapshot.Chunk, t uint64) int { return cmp.Compare(c.Index, t) })
-		switch {
-		case ub.zero && found:
-			chunks = slices.Delete(chunks, i, i+1)
-		case ub.zero:
-		case found:
-			chunks[i].Ref = ub.ref
-		default:
-			chunks = slices.Insert(chunks, i, snapshot.Chunk{Index: b, Ref: ub.ref})
-		}
-	}
-	// Chunks wholly past the end (possible only after a crash) are dropped.
-	for len(chunks) > 0 && chunks[len(chunks)-1].Index*v.chunkSize >= r.Size {
-		chunks = chunks[:len(chunks)-1]
-	}
-	e.Chunks = chunks
-	return e, nil
-}
-
-// buildDir encodes the tree of directory r.
-func (v *Volume) buildDir(txn *meta.Txn, up *uploader, r *meta.Inode, built map[uint64]builtDir) (builtDir, error) {
-	var entries []snapshot.Entry
-	var bd builtDir
-	if !r.Loaded {
-		// Marked only for its own attributes: its entries are unchanged.
-		return builtDir{ref: r.Tree, subFiles: r.SubFiles, subBytes: r.SubBytes, mod: r.Mod || !r.Tree.IsZero()}, nil
-	}
-	bd.mod = r.Mod || !r.HasOrigin
-	prefix := meta.DentryPrefix(r.Ino)
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
-	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
-		name := string(it.Item().Key()[len(prefix):])
-		var child uint64
-		_ = it.Item().Value(func(b []byte) error { child = meta.U64(b); return nil })
-		cr, err := v.recOf(txn, child)
-		if err != nil {
-			return bd, fmt.Errorf("entry %q of directory %d: %w", name, r.Ino, err)
-		}
-		switch {
-		case cr.Type == snapshot.TypeDir:
-			e := cr.Entry(name)
-			childMod := false
-			if b, ok := built[child]; ok {
-				e.Tree, e.SubFiles, e.SubBytes = b.ref, b.subFiles, b.subBytes
-				childMod = b.mod
-			} else {
-				e.Tree, e.SubFiles, e.SubBytes = cr.Tree, cr.SubFiles, cr.SubBytes
-				childMod = cr.Mod || !cr.Tree.IsZero()
-			}
-			if e.Tree.IsZero() && !e.HasOrigin {
-				return bd, fmt.Errorf("directory %q (%d) has no tree: %w", name, child, ErrIO)
-			}
-			e.Modified = childMod && v.readsThrough()
-			bd.mod = bd.mod || childMod
-			bd.subFiles += e.SubFiles
-			bd.subBytes += e.SubBytes
-			entries = append(entries, e)
-		case cr.LinkID != 0:
-			entries = append(entries, snapshot.Entry{Name: name, Type: cr.Type, LinkID: cr.LinkID})
-			bd.mod = true
-			bd.subFiles++
-			if cr.Type == snapshot.TypeFile {
-				bd.subBytes += cr.Size
-			}
-		default:
-			e, err := v.fileEntry(cr, name, up)
-			if err != nil {
-				return bd, err
-			}
-			bd.mod = bd.mod || cr.Mod || !cr.HasOrigin
-			entries = append(entries, e)
-			bd.subFiles++
-			if cr.Type == snapshot.TypeFile {
-				bd.subBytes += cr.Size
-			}
-		}
-	}
-	if !bd.mod && v.readsThrough() && r.HasOrigin {
-		// Nothing differs from the lower's directory: store the origin
-		// only (a zero tree); the directory reads through to it again.
-		bd.ref = snapshot.BlobRef{}
-		return bd, nil
-	}
-	raw, err := snapshot.EncodeTree(entries)
-	if err != nil {
-		return bd, fmt.Errorf("directory %d: %w", r.Ino, err)
-	}
-	if !r.Tree.IsZero() && v.repo.HashOf(raw) == r.Tree.Hash {
-		bd.ref = r.Tree // unchanged (a change undone): no new copy
-		return bd, nil
-	}
-	bd.ref = up.add(snapshot.BlobTree, raw)
-	return bd, nil
-}
-
-// buildLinkTable encodes the link table from the hard-link groups.
-func (v *Volume) buildLinkTable(txn *meta.Txn, up *uploader) (*snapshot.BlobRef, error) {
-	var entries []snapshot.Entry
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{meta.PrefixLink}, PrefetchValues: true})
-	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
-		id := meta.U64(it.Item().Key()[1:])
-		var ino uint64
-		_ = it.Item().Value(func(b []byte) error { ino = meta.U64(b); return nil })
-		r, err := v.recOf(txn, ino)
-		if err != nil {
-			return nil, fmt.Errorf("hard-link group %x: %w", id, err)
-		}
-		if r.Nlink == 0 {
-			continue
-		}
-		e, err := v.fileEntry(r, snapshot.LinkName(id), up)
-		if err != nil {
-			return nil, err
-		}
-		entries = append(entries, e)
-	}
-	if len(entries) == 0 {
-		return nil, nil
-	}
-	raw, err := snapshot.EncodeTree(entries)
-	if err != nil {
-		return nil, fmt.Errorf("link table: %w", err)
-	}
-	ref := up.add(snapshot.BlobTree, raw)
-	return &ref, nil
-}
-
-// checkPacks verifies that a slow checkpoint's packs were not collected.
-func (v *Volume) checkPacks(ctx context.Context, packs []snapshot.PackID) error {
-	for _, p := range packs {
-		if _, err := v.repo.Store().Stat(ctx, snapshot.PackKey(p)); err != nil {
-			if errors.Is(err, blobstore.ErrNotFound) {
-				return fmt.Errorf("pack %s vanished before its commit (checkpoint outlived the gc grace period); retrying: %w", p, err)
-			}
-			return err
-		}
-	}
-	return nil
 }
 
 // diverge saves a commit that lost its number to another writer on a new
@@ -1019,16 +704,11 @@ func (v *Volume) diverge(ctx context.Context, c snapshot.Commit) (snapshot.Commi
 // own, under its lock (its writer may be waiting); files not open cannot
 // change while v.mu is held and go in one batch. Then the directories,
 // under markMu, so that no mark is written between reading and clearing it.
-func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *uploader) error {
+func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *commit.Uploader) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 
-	byIno := map[uint64][]uint64{}
-	up.mu.Lock()
-	for k := range up.blocks {
-		byIno[k.ino] = append(byIno[k.ino], k.b)
-	}
-	up.mu.Unlock()
+	byIno := up.Files()
 	fb := newBatch(v.db)
 	fd := &meta.Delta{}
 	for ino, blocks := range byIno {
@@ -1061,7 +741,7 @@ func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *uploader) error
 			if err != nil {
 				return err
 			}
-			r.Tree, r.SubFiles, r.SubBytes = bd.ref, bd.subFiles, bd.subBytes
+			r.Tree, r.SubFiles, r.SubBytes = bd.Ref, bd.SubFiles, bd.SubBytes
 			rec := meta.EncodeInode(r)
 			done := covered(ino)
 			wb.op(func(t *meta.Txn) error {
@@ -1098,7 +778,7 @@ func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *uploader) error
 
 // applyFile marks the captured blocks of one file clean: committed chunks
 // replace them, and their local bytes stay as cache. Caller holds v.mu.
-func (v *Volume) applyFile(wb *batch, d *meta.Delta, ino uint64, blocks []uint64, up *uploader) error {
+func (v *Volume) applyFile(wb *batch, d *meta.Delta, ino uint64, blocks []uint64, up *commit.Uploader) error {
 	h, err := v.holdFile(ino)
 	if errors.Is(err, ErrNotFound) {
 		return nil
@@ -1111,18 +791,17 @@ func (v *Volume) applyFile(wb *batch, d *meta.Delta, ino uint64, blocks []uint64
 	changed := false
 	var cached int64
 	for _, b := range blocks {
-		k := blockKey{ino, b}
-		ub, _ := up.block(k)
-		if !r.IsDirty(b) || v.gens.get(k) != ub.gen || b*v.chunkSize >= r.Size {
+		ub, _ := up.Block(commit.BlockKey{Ino: ino, Index: b})
+		if !r.IsDirty(b) || v.gens.Get(ino, b) != ub.Gen || b*v.chunkSize >= r.Size {
 			continue
 		}
-		if ub.zero {
+		if ub.Zero {
 			i, found := slices.BinarySearchFunc(r.Chunks, b, func(c snapshot.Chunk, t uint64) int { return cmp.Compare(c.Index, t) })
 			if found {
 				r.Chunks = slices.Delete(r.Chunks, i, i+1)
 			}
 		} else {
-			r.SetChunk(b, ub.ref)
+			r.SetChunk(b, ub.Ref)
 			present[b] = true
 			cached += int64(min(v.chunkSize, r.Size-b*v.chunkSize))
 		}
@@ -1160,7 +839,7 @@ func (v *Volume) applyFile(wb *batch, d *meta.Delta, ino uint64, blocks []uint64
 	}
 	for _, b := range blocks {
 		if !r.IsDirty(b) {
-			v.gens.forget(blockKey{ino, b})
+			v.gens.Forget(ino, b)
 		}
 	}
 	v.blocks.Add(ino, cached)

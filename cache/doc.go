@@ -13,7 +13,8 @@
 //     are kept there (the block cache, size-bounded, least recently used
 //     first);
 //   - the checkpointer, which uploads dirty chunks in packs, writes the
-//     changed directory trees and commits them (see checkpoint.go).
+//     changed directory trees and commits them (see checkpoint.go and
+//     cache/commit).
 //
 // Parts. The engine is being split into packages under cache/ along its
 // lock order (issue 16); Volume stays the facade that fs/ calls. Split off
@@ -40,6 +41,14 @@
 //     load) still run here, under Volume.mu, on top of it. It imports
 //     neither this package nor cache/data, and knows no lock of the engine:
 //     the facade orders mark writers with markMu (marks.go).
+//   - cache/commit, the committer, so far the parts of a checkpoint that
+//     need only records and the store: the Uploader (one checkpoint's
+//     blobs, packed by type and uploaded in the background through
+//     snapshot, and the captured copy of each dirty block), Gens (the
+//     write generation of each dirty block, bumped by writes here) and the
+//     Builder (trees, file entries, the link table and the root, from meta
+//     records; it reads an open file's record back through Builder.Record,
+//     recOf here). Its ErrInconsistent is reported here as ErrIO.
 //
 // The lower layer of a virtual workspace is an interface here (Lower, in
 // lower.go): overlay.HostDir implements it, and what reading through a
@@ -54,7 +63,9 @@
 // Still here: the namespace operations (namespace.go, load.go, attr.go,
 // marks.go), the open files (file.go: node, its record and its
 // data.File under one lock; fetching, write-back, truncation), and the
-// committer (checkpoint.go, reconcile.go, history.go).
+// rest of the committer: a checkpoint's phases with the capture of open
+// files, freeze and apply (checkpoint.go), the reconciler (reconcile.go)
+// and history (history.go).
 //
 // The namespace lock (Volume.mu) stays one lock after the split, for these
 // reasons. Every namespace change (mop) runs whole under it, exclusively,
@@ -86,8 +97,9 @@
 // (evictions, never taken with cpMu) → Volume.mu (namespace) → node.mu
 // (one file's data state) → Volume.markMu (transactions that write tree
 // marks) → the cache database's own locks (meta.DB's flushMu → mu → rcMu).
-// Volume.nodesMu, stateMu, the dirty set's mutex and data.Cache's mu are
-// leaves: nothing else is acquired while one is held. Per package:
+// Volume.nodesMu, stateMu, the dirty set's mutex, data.Cache's mu and
+// cache/commit's (Gens', and the Uploader's, under which Add may wait for
+// an upload slot) are leaves: no other lock is acquired while one is held. Per package:
 // cache/data holds evictMu for a whole eviction, during which it calls the
 // Evictor (which takes Volume.mu, node.mu and the database, in that order),
 // and never calls out with its mu held; cache/meta takes no lock of the

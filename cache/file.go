@@ -670,7 +670,7 @@ func (v *Volume) writeLocked(n *node, data []byte, off, first, last uint64) erro
 		}
 	}
 	for b := first; b <= last; b++ {
-		v.gens.bump(blockKey{n.ino, b})
+		v.gens.Bump(n.ino, b)
 	}
 	if end > n.rec.Size {
 		n.rec.Size = end
@@ -765,7 +765,7 @@ func (v *Volume) truncateLocked(n *node, size uint64) error {
 		keep := (size + bs - 1) / bs // blocks [0, keep) survive
 		for _, b := range n.rec.Dirty {
 			if b >= keep {
-				v.gens.forget(blockKey{n.ino, b})
+				v.gens.Forget(n.ino, b)
 			}
 		}
 		if freed := n.d.UnpresentFrom(keep, old); freed > 0 {
@@ -777,7 +777,7 @@ func (v *Volume) truncateLocked(n *node, size uint64) error {
 			if !n.rec.IsDirty(b) {
 				v.dirtyBlock(n, b)
 			}
-			v.gens.bump(blockKey{n.ino, b})
+			v.gens.Bump(n.ino, b)
 		}
 		if n.rec.Inline {
 			n.d.TruncateInline(size)

@@ -180,7 +180,7 @@ func (v *Volume) AdoptPinned(ctx context.Context, ino uint64) error {
 			continue
 		}
 		v.dirtyBlock(n, b)
-		v.gens.bump(blockKey{n.ino, b})
+		v.gens.Bump(n.ino, b)
 		adopted = true
 	}
 	if !adopted {

@@ -394,7 +394,7 @@ func (rc *reconciler) updateFile(ino uint64, e *snapshot.Entry) error {
 		}
 	}
 	for _, b := range r.Dirty {
-		v.gens.forget(blockKey{ino, b})
+		v.gens.Forget(ino, b)
 	}
 	if r.Type == snapshot.TypeFile && !wasInline {
 		// Data-file bytes of blocks that are neither present nor dirty
@@ -540,7 +540,7 @@ func (rc *reconciler) dropInode(ino uint64) error {
 		}
 	}
 	for _, b := range r.Dirty {
-		v.gens.forget(blockKey{ino, b})
+		v.gens.Forget(ino, b)
 	}
 	err = v.update(func(txn *meta.Txn, d *meta.Delta) error {
 		for _, p := range []byte{meta.PrefixInode, meta.PrefixPresence, meta.PrefixInline} {

@@ -18,6 +18,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/agentfs/agentfs/cache/commit"
 	"github.com/agentfs/agentfs/cache/data"
 	"github.com/agentfs/agentfs/cache/meta"
 	"github.com/agentfs/agentfs/snapshot"
@@ -114,7 +115,7 @@ type Volume struct {
 	stateMu sync.Mutex
 	state   volState // guarded by stateMu
 
-	gens     gens          // write generations of dirty blocks
+	gens     commit.Gens   // write generations of dirty blocks
 	dirty    meta.DirtySet // in-memory mirror of tree marks and dirty files
 	markMu   sync.Mutex    // orders mark-writing transactions against a checkpoint's clearing
 	notifier Notifier      // guarded by stateMu

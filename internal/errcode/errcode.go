@@ -30,6 +30,7 @@ import (
 
 	"github.com/agentfs/agentfs/blobstore"
 	"github.com/agentfs/agentfs/cache"
+	"github.com/agentfs/agentfs/cache/commit"
 	"github.com/agentfs/agentfs/cache/data"
 	afs "github.com/agentfs/agentfs/fs"
 	"github.com/agentfs/agentfs/fs/changefeed"
@@ -238,7 +239,8 @@ var Engine = Table{
 	{"cache.ErrNoSpace", cache.ErrNoSpace, Unavailable},
 	{"cache.ErrIO", cache.ErrIO, Internal},
 	{"cache.ErrClosed", cache.ErrClosed, Unavailable},
-	{"cache/data.ErrOrigin", data.ErrOrigin, Internal}, // a virtual workspace's host file could not be read (cache wraps it in ErrIO)
+	{"cache/data.ErrOrigin", data.ErrOrigin, Internal},                 // a virtual workspace's host file could not be read (cache wraps it in ErrIO)
+	{"cache/commit.ErrInconsistent", commit.ErrInconsistent, Internal}, // a checkpoint found the namespace's records inconsistent (cache wraps it in ErrIO)
 
 	// blobstore.
 	{"blobstore.ErrNotFound", blobstore.ErrNotFound, NotFound},

@@ -1,0 +1,24 @@
+// Package commit is the committer of the engine (cache.Volume): what turns
+// the local changes of a volume into a commit. So far it holds the parts
+// that need only records and the store:
+//   - the Uploader (upload.go): one checkpoint's blobs, packed by type and
+//     uploaded in the background through snapshot.Repo.PutPack, the
+//     captured copy of each dirty block (its generation, its reference or
+//     a hole), and the check that a slow checkpoint's packs survived gc;
+//   - Gens (gens.go): the write generation of each dirty block, which
+//     decides whether a captured copy is still current;
+//   - the Builder (tree.go): a changed directory's tree, a file's entry
+//     with its captured blocks, the link table and the commit's root, from
+//     meta records read in the caller's transaction.
+//
+// The facade (package cache) still runs the checkpoint's phases (capture,
+// freeze, apply), the reconciler and history; it reads its open files'
+// records for the Builder through Builder.Record. See cache/checkpoint.go
+// for the phases and cache/doc.go for the lock order.
+//
+// This package never imports the facade (package cache), fs, overlay,
+// serve or cmd. It takes no lock of the engine: the Uploader's and Gens'
+// mutexes are leaves, and the Builder runs under the namespace lock that
+// its caller holds. Its one error kind, ErrInconsistent, the facade
+// reports as cache.ErrIO.
+package commit
