@@ -172,9 +172,12 @@
 // never pass through: dirty tracking, size, mtime, checkpoint capture and
 // the change feed stay the server's. Passthrough needs a kernel that
 // offers it (6.9 or later) and a server running as root (registering a
-// backing file needs CAP_SYS_ADMIN). It is off unless asked for (`--tune
-// passthrough=1`) until a quiet run of the benchmarks and the full test
-// suites with it on confirm it; measured in BENCHMARKS.md (issue 17).
+// backing file needs CAP_SYS_ADMIN); a mount asked for it that cannot
+// have it says so in its log and serves reads itself. It is off unless
+// asked for (`--tune passthrough=1`) until a quiet run of the benchmarks
+// confirms it; measured in BENCHMARKS.md (issue 17). The POSIX suite runs
+// with it on as well (TestPOSIXPassthrough, which under CI=true fails on
+// a kernel without passthrough).
 //
 // Write passthrough (a writer's bytes going straight to the data file) is
 // not done. It would need: dirty tracking from the backing file (which

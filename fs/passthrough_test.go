@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentfs/agentfs/fs/fstest"
+	"github.com/agentfs/agentfs/internal/posixtest"
 	"github.com/agentfs/agentfs/internal/testenv"
 )
 
@@ -360,5 +361,46 @@ func TestPassthroughPinned(t *testing.T) {
 	}
 	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, one) {
 		t.Fatalf("new open after a restore: %d bytes, %v", len(got), err)
+	}
+}
+
+// TestPOSIXPassthrough runs the POSIX suite over a mount with FUSE
+// passthrough on (--tune passthrough=1) and checkpoints every 500ms, after
+// checking that passthrough is in use (an O_DIRECT read of a file written
+// whole through the mount sends no READ to the server); then the volume
+// passes fsck --full. Under CI=true a kernel without passthrough fails it.
+func TestPOSIXPassthrough(t *testing.T) {
+	needPassthrough(t)
+	m := fstest.Start(t, fstest.Options{Args: append([]string{"--checkpoint-interval=500ms"}, ptArgs...)})
+	reads := opCounter(t, m)
+	p := filepath.Join(m.Dir, "probe")
+	want := pattern(1<<20, 7)
+	if err := os.WriteFile(p, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// O_DIRECT: the kernel's page cache (which holds what was just
+	// written) cannot answer; without passthrough the read reaches the
+	// server.
+	before := reads("read")
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := alignedBuf(64 << 10)
+	n, err := unix.Pread(fd, buf, 128<<10)
+	_ = unix.Close(fd)
+	if err != nil || n != len(buf) || !bytes.Equal(buf, want[128<<10:][:len(buf)]) {
+		t.Fatalf("probe O_DIRECT read: %d bytes, %v", n, err)
+	}
+	if n := reads("read") - before; n != 0 {
+		t.Fatalf("an O_DIRECT read of a file whole locally sent %d READs: passthrough is not in use\nlog:\n%s", n, m.Log())
+	}
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	posixtest.Run(t, m.Dir, posixtest.Options{Exclude: posixExclusions})
+	m.Sync(t)
+	if out, err := m.Agentfs("fsck", "--full", m.URL); err != nil {
+		t.Fatalf("fsck --full: %v\n%s", err, out)
 	}
 }
