@@ -1,11 +1,9 @@
 package cache
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
@@ -180,8 +178,9 @@ func (v *Volume) checkpointLocked(ctx context.Context, kind, message string) (er
 	if err != nil {
 		return err
 	}
+	cp := v.capture(up)
 	for _, ino := range files {
-		if err := v.captureFile(up, ino, false); err != nil {
+		if err := v.captureFile(cp, ino, false); err != nil {
 			return err
 		}
 		if err := up.Err(); err != nil {
@@ -247,16 +246,17 @@ func (v *Volume) keptLocally(err error) error {
 // dirtyFiles lists the files with dirty blocks.
 func (v *Volume) dirtyFiles() ([]uint64, error) { return v.dirty.FileList(), nil }
 
-// captureFile reads the dirty blocks of file ino that up does not hold at
+// capture returns the capture of this checkpoint's blocks into up.
+func (v *Volume) capture(up *commit.Uploader) *commit.Capture {
+	return &commit.Capture{Up: up, Gens: &v.gens, ChunkSize: v.chunkSize}
+}
+
+// captureFile reads the dirty blocks of file ino that c does not hold at
 // their current generation, and adds them. With frozen, the caller holds
 // v.mu exclusively (phase B).
-func (v *Volume) captureFile(up *commit.Uploader, ino uint64, frozen bool) error {
-	var n *node
-	if frozen {
-		n = v.lookupNode(ino)
-	} else {
-		var err error
-		n, err = v.acquireNode(ino)
+func (v *Volume) captureFile(c *commit.Capture, ino uint64, frozen bool) error {
+	if !frozen {
+		n, err := v.acquireNode(ino)
 		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
@@ -264,35 +264,10 @@ func (v *Volume) captureFile(up *commit.Uploader, ino uint64, frozen bool) error
 			return err
 		}
 		defer func() { _ = v.releaseNode(n) }()
+		return c.Blocks(n)
 	}
-	if n != nil && !frozen {
-		// Phase A: block by block, so that the file's writers and
-		// closes wait for one block's read at most, never for the
-		// encoding of all its dirty blocks (seconds for a large file).
-		n.mu.RLock()
-		dirty := slices.Clone(n.rec.Dirty)
-		n.mu.RUnlock()
-		for _, b := range dirty {
-			if err := v.captureBlock(up, n, b); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if n != nil {
-		n.mu.RLock()
-		defer n.mu.RUnlock()
-		if !n.rec.Inline && n.d.DataFile() == nil && len(n.rec.Dirty) > 0 {
-			n.mu.RUnlock()
-			n.mu.Lock()
-			_, err := n.file(false)
-			n.mu.Unlock()
-			n.mu.RLock()
-			if err != nil {
-				return err
-			}
-		}
-		return v.captureBlocks(up, n.rec, n.readLocal)
+	if n := v.lookupNode(ino); n != nil {
+		return c.Frozen(n)
 	}
 	// Frozen and not open: nobody can write it; read its bytes directly.
 	var tmp *node
@@ -313,17 +288,15 @@ func (v *Volume) captureFile(up *commit.Uploader, ino uint64, frozen bool) error
 		}
 		defer tmp.closeFile()
 	}
-	return v.captureBlocks(up, tmp.rec, tmp.readLocal)
+	return c.Frozen(tmp)
 }
 
-// captureBlock adds block b of open file n to up unless up holds it at its
-// current generation, or it is no longer dirty. Its bytes and generation
-// are read together under n.mu, and encoded after n.mu is released: a
-// block written meanwhile has a new generation, so phase B captures it
-// again (and apply does not take the stale copy).
-func (v *Volume) captureBlock(up *commit.Uploader, n *node, b uint64) error {
+// View makes a node the commit.File a checkpoint captures: fn runs with
+// n.mu held shared, on n's record and its local bytes; a file with dirty
+// blocks has its data file opened first (under n.mu held exclusively).
+func (n *node) View(fn func(r *meta.Inode, read func(p []byte, off uint64) error) error) error {
 	n.mu.RLock()
-	if !n.rec.Inline && n.d.DataFile() == nil && n.rec.IsDirty(b) {
+	if !n.rec.Inline && n.d.DataFile() == nil && len(n.rec.Dirty) > 0 {
 		n.mu.RUnlock()
 		n.mu.Lock()
 		_, err := n.file(false)
@@ -333,50 +306,8 @@ func (v *Volume) captureBlock(up *commit.Uploader, n *node, b uint64) error {
 		}
 		n.mu.RLock()
 	}
-	r := n.rec
-	if r.Nlink == 0 || !r.IsDirty(b) {
-		n.mu.RUnlock()
-		return nil
-	}
-	k := commit.BlockKey{Ino: r.Ino, Index: b}
-	gen := v.gens.Get(r.Ino, b)
-	start := b * v.chunkSize
-	if have, ok := up.Block(k); (ok && have.Gen == gen) || start >= r.Size {
-		n.mu.RUnlock()
-		return nil
-	}
-	buf := make([]byte, min(v.chunkSize, r.Size-start))
-	err := n.readLocal(buf, start)
-	keepZero := r.HasOrigin
-	n.mu.RUnlock()
-	if err != nil {
-		return err
-	}
-	up.AddBlock(k, gen, buf, keepZero)
-	return nil
-}
-
-func (v *Volume) captureBlocks(up *commit.Uploader, r *meta.Inode, read func([]byte, uint64) error) error {
-	if r.Nlink == 0 {
-		return nil // an orphan: not part of any tree
-	}
-	for _, b := range r.Dirty {
-		k := commit.BlockKey{Ino: r.Ino, Index: b}
-		gen := v.gens.Get(r.Ino, b)
-		if have, ok := up.Block(k); ok && have.Gen == gen {
-			continue
-		}
-		start := b * v.chunkSize
-		if start >= r.Size {
-			continue
-		}
-		buf := make([]byte, min(v.chunkSize, r.Size-start))
-		if err := read(buf, start); err != nil {
-			return err
-		}
-		up.AddBlock(k, gen, buf, r.HasOrigin)
-	}
-	return nil
+	defer n.mu.RUnlock()
+	return fn(n.rec, n.readLocal)
 }
 
 // freezeResult is what phase B built.
@@ -407,8 +338,9 @@ func (v *Volume) freeze(up *commit.Uploader) (*freezeResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	cp := v.capture(up)
 	for _, ino := range files {
-		if err := v.captureFile(up, ino, true); err != nil {
+		if err := v.captureFile(cp, ino, true); err != nil {
 			return nil, err
 		}
 	}
@@ -708,11 +640,12 @@ func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *commit.Uploader
 	v.mu.Lock()
 	defer v.mu.Unlock()
 
+	cp := v.capture(up)
 	byIno := up.Files()
 	fb := newBatch(v.db)
 	fd := &meta.Delta{}
 	for ino, blocks := range byIno {
-		if err := v.applyFile(fb, fd, ino, blocks, up); err != nil {
+		if err := v.applyFile(fb, fd, ino, blocks, cp); err != nil {
 			fb.txn.Discard()
 			return err
 		}
@@ -778,7 +711,7 @@ func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *commit.Uploader
 
 // applyFile marks the captured blocks of one file clean: committed chunks
 // replace them, and their local bytes stay as cache. Caller holds v.mu.
-func (v *Volume) applyFile(wb *batch, d *meta.Delta, ino uint64, blocks []uint64, up *commit.Uploader) error {
+func (v *Volume) applyFile(wb *batch, d *meta.Delta, ino uint64, blocks []uint64, cp *commit.Capture) error {
 	h, err := v.holdFile(ino)
 	if errors.Is(err, ErrNotFound) {
 		return nil
@@ -788,26 +721,7 @@ func (v *Volume) applyFile(wb *batch, d *meta.Delta, ino uint64, blocks []uint64
 	}
 	defer h.release()
 	n, r, present := h.n, h.r, h.present
-	changed := false
-	var cached int64
-	for _, b := range blocks {
-		ub, _ := up.Block(commit.BlockKey{Ino: ino, Index: b})
-		if !r.IsDirty(b) || v.gens.Get(ino, b) != ub.Gen || b*v.chunkSize >= r.Size {
-			continue
-		}
-		if ub.Zero {
-			i, found := slices.BinarySearchFunc(r.Chunks, b, func(c snapshot.Chunk, t uint64) int { return cmp.Compare(c.Index, t) })
-			if found {
-				r.Chunks = slices.Delete(r.Chunks, i, i+1)
-			}
-		} else {
-			r.SetChunk(b, ub.Ref)
-			present[b] = true
-			cached += int64(min(v.chunkSize, r.Size-b*v.chunkSize))
-		}
-		r.RemoveDirty(b)
-		changed = true
-	}
+	changed, cached := cp.Clean(r, present, blocks)
 	if !changed {
 		return nil
 	}
@@ -837,11 +751,7 @@ func (v *Volume) applyFile(wb *batch, d *meta.Delta, ino uint64, blocks []uint64
 	} else {
 		wb.op(func(t *meta.Txn) error { return write(t, d) })
 	}
-	for _, b := range blocks {
-		if !r.IsDirty(b) {
-			v.gens.Forget(ino, b)
-		}
-	}
+	cp.Forget(r, blocks)
 	v.blocks.Add(ino, cached)
 	return nil
 }

@@ -48,7 +48,10 @@
 //     write generation of each dirty block, bumped by writes here) and the
 //     Builder (trees, file entries, the link table and the root, from meta
 //     records; it reads an open file's record back through Builder.Record,
-//     recOf here). Its ErrInconsistent is reported here as ErrIO.
+//     recOf here) and the Capture (a file's dirty blocks read into the
+//     Uploader through commit.File, which node implements here, and the
+//     blocks a commit covers). Its ErrInconsistent is reported here as
+//     ErrIO.
 //
 // The lower layer of a virtual workspace is an interface here (Lower, in
 // lower.go): overlay.HostDir implements it, and what reading through a
@@ -63,9 +66,9 @@
 // Still here: the namespace operations (namespace.go, load.go, attr.go,
 // marks.go), the open files (file.go: node, its record and its
 // data.File under one lock; fetching, write-back, truncation), and the
-// rest of the committer: a checkpoint's phases with the capture of open
-// files, freeze and apply (checkpoint.go), the reconciler (reconcile.go)
-// and history (history.go).
+// rest of the committer: a checkpoint's phases, which files a capture
+// reads, the freeze and the storing of what apply cleaned (checkpoint.go),
+// the reconciler (reconcile.go) and history (history.go).
 //
 // The namespace lock (Volume.mu) stays one lock after the split, for these
 // reasons. Every namespace change (mop) runs whole under it, exclusively,

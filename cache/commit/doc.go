@@ -9,12 +9,19 @@
 //     decides whether a captured copy is still current;
 //   - the Builder (tree.go): a changed directory's tree, a file's entry
 //     with its captured blocks, the link table and the commit's root, from
-//     meta records read in the caller's transaction.
+//     meta records read in the caller's transaction;
+//   - the Capture (capture.go): reading a file's dirty blocks into the
+//     Uploader, block by block while it may be written (phase A) or whole
+//     under the frozen namespace (phase B), and, once the commit is
+//     written, which captured blocks it covers in a file's record (Clean).
 //
-// The facade (package cache) still runs the checkpoint's phases (capture,
-// freeze, apply), the reconciler and history; it reads its open files'
-// records for the Builder through Builder.Record. See cache/checkpoint.go
-// for the phases and cache/doc.go for the lock order.
+// The facade (package cache) implements File for its open files (a node:
+// its record and local bytes under its lock) and for a file read from its
+// records; it reads its open files' records for the Builder through
+// Builder.Record. It still runs the checkpoint's phases (which files and
+// directories, the freeze, storing what apply cleaned), the reconciler and
+// history. See cache/checkpoint.go for the phases and cache/doc.go for the
+// lock order.
 //
 // This package never imports the facade (package cache), fs, overlay,
 // serve or cmd. It takes no lock of the engine: the Uploader's and Gens'
