@@ -15,22 +15,31 @@ import (
 // blocks means for its records and its open node is here (fileEvictor).
 
 // loadBlockCache rebuilds the block cache's accounting from the presence
-// records.
+// records: each present block counts its extent within its file, as when
+// it was installed (a file whose record is gone counts nothing).
 func (v *Volume) loadBlockCache() error {
 	c := data.NewCache(v.opts.CacheSize, fileEvictor{v})
-	bs := int64(v.chunkSize)
 	err := v.db.View(func(txn *meta.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{meta.PrefixPresence}, PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			ino := meta.U64(it.Item().Key()[1:])
-			err := it.Item().Value(func(b []byte) error {
-				c.Load(ino, int64(len(data.DecodePresence(b)))*bs)
-				return nil
-			})
+			var present []uint64
+			if err := it.Item().Value(func(b []byte) error { present = data.DecodePresence(b); return nil }); err != nil {
+				return err
+			}
+			r, err := readInode(txn, ino)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
 			if err != nil {
 				return err
 			}
+			var bytes int64
+			for _, b := range present {
+				bytes += data.Extent(b, r.Size, v.chunkSize)
+			}
+			c.Load(ino, bytes)
 		}
 		return nil
 	})

@@ -195,7 +195,7 @@ func (v *Volume) releaseNode(n *node) error {
 	v.mu.RLock()
 	n.mu.Lock()
 	err := v.persistNode(n)
-	orphan := n.rec.Nlink == 0
+	orphan, dirty := n.rec.Nlink == 0, n.rec.Dirty
 	n.closeFile()
 	n.mu.Unlock()
 	v.nodesMu.Lock()
@@ -217,6 +217,7 @@ func (v *Volume) releaseNode(n *node) error {
 			return meta.SetFileDirty(txn, d, n.ino, false)
 		})
 		v.mu.Unlock()
+		v.forgetGens(n.ino, dirty)
 		v.dropData(n.ino)
 		err = errors.Join(err, derr)
 	}
@@ -839,6 +840,14 @@ func (v *Volume) Fsync(ctx context.Context, ino uint64, dataOnly bool) error {
 		return fmt.Errorf("cache database: %w", err)
 	}
 	return nil
+}
+
+// forgetGens forgets the write generations of a deleted file's dirty
+// blocks: nothing will upload them.
+func (v *Volume) forgetGens(ino uint64, dirty []uint64) {
+	for _, b := range dirty {
+		v.gens.Forget(ino, b)
+	}
 }
 
 // dropData removes the data file of a deleted inode, once the deletion

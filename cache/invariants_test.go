@@ -1,12 +1,20 @@
 package cache
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
 
 	"github.com/agentfs/agentfs/cache/data"
 	"github.com/agentfs/agentfs/cache/meta"
+	"github.com/agentfs/agentfs/snapshot"
 )
 
 // checkInvariants returns what of the engine's cross-part invariants does
@@ -15,12 +23,15 @@ import (
 // write-behind layer and read cache agree with Badger
 // (meta.DB.CheckInvariants), the dirty set mirrors exactly the tree marks
 // and the dirty-file index in the database (meta.DirtySet.CheckInvariants),
-// the
-// block cache's own invariants (data.Cache.CheckInvariants) hold, and so do
-// every open file's (data.File.CheckInvariants), whose present blocks are
-// those of its presence record unless it has changes not yet persisted. The model
-// test calls it after every step, so that a part split off the engine
-// keeps the state it shares with the others consistent.
+// the block cache's own invariants (data.Cache.CheckInvariants) hold, and so
+// do every open file's (data.File.CheckInvariants), whose present blocks are
+// those of its presence record unless it has changes not yet persisted;
+// every closed file's presence record agrees with its inode record
+// (checkClosedFiles); the block cache counts no more for a file than the
+// extents of the blocks it holds present (checkCounts); and every block
+// generation names a dirty block (checkGens). The model test calls it after
+// every step, so that a part split off the engine keeps the state it shares
+// with the others consistent.
 func (v *Volume) checkInvariants() error {
 	if err := v.blocks.CheckInvariants(); err != nil {
 		return fmt.Errorf("block cache: %w", err)
@@ -29,7 +40,18 @@ func (v *Volume) checkInvariants() error {
 	defer v.cpMu.Unlock()
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if err := v.checkOpenFiles(); err != nil {
+	held, err := v.checkOpenFiles()
+	if err != nil {
+		return err
+	}
+	stored, err := v.checkClosedFiles()
+	if err != nil {
+		return err
+	}
+	if err := v.checkCounts(held, stored); err != nil {
+		return err
+	}
+	if err := v.checkGens(); err != nil {
 		return err
 	}
 	v.markMu.Lock()
@@ -41,12 +63,15 @@ func (v *Volume) checkInvariants() error {
 }
 
 // checkOpenFiles checks the data state of every open file against its
-// record and its presence record. Caller holds v.mu exclusively (node.mu
-// comes after it in the lock order).
-func (v *Volume) checkOpenFiles() error {
+// record and its presence record. It returns, per open file, the bytes the
+// block cache may count for it (the extents of its present blocks) and
+// what the block cache counts, read together under the file's lock. Caller
+// holds v.mu exclusively (node.mu comes after it in the lock order).
+func (v *Volume) checkOpenFiles() (map[uint64][2]int64, error) {
 	v.nodesMu.Lock()
 	nodes := slices.Collect(maps.Values(v.nodes))
 	v.nodesMu.Unlock()
+	counts := map[uint64][2]int64{}
 	for _, n := range nodes {
 		n.mu.RLock()
 		err := n.d.CheckInvariants(n.layout())
@@ -62,10 +87,212 @@ func (v *Volume) checkOpenFiles() error {
 				err = fmt.Errorf("file %d: present blocks %v, its presence record %v", n.ino, held, stored)
 			}
 		}
+		counts[n.ino] = [2]int64{extents(slices.Collect(maps.Keys(n.d.Present())), n.rec.Size, v.chunkSize), v.blocks.Counted()[n.ino]}
 		n.mu.RUnlock()
 		if err != nil {
-			return fmt.Errorf("open file: %w", err)
+			return nil, fmt.Errorf("open file: %w", err)
+		}
+	}
+	return counts, nil
+}
+
+// extents sums the extents of blocks within a file of size size.
+func extents(blocks []uint64, size, bs uint64) int64 {
+	var sum int64
+	for _, b := range blocks {
+		sum += data.Extent(b, size, bs)
+	}
+	return sum
+}
+
+// checkClosedFiles checks the presence record of every file that is not
+// open against its inode record: the record exists, no present block is
+// dirty or wholly past the end, and an inline file holds at most block 0
+// present, with its inline bytes stored and no longer than the file. It
+// returns, per closed file with a presence record, the extents of its
+// present blocks. Caller holds v.mu exclusively (no file opens or closes
+// meanwhile).
+func (v *Volume) checkClosedFiles() (map[uint64]int64, error) {
+	stored := map[uint64]int64{}
+	err := v.db.View(func(txn *meta.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{meta.PrefixPresence}, PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			ino := meta.U64(it.Item().Key()[1:])
+			if v.lookupNode(ino) != nil {
+				continue
+			}
+			var present []uint64
+			if err := it.Item().Value(func(b []byte) error { present = data.DecodePresence(b); return nil }); err != nil {
+				return err
+			}
+			if err := v.checkClosedFile(txn, ino, present); err != nil {
+				return fmt.Errorf("closed file %d: %w", ino, err)
+			}
+			r, err := readInode(txn, ino)
+			if err != nil {
+				return err
+			}
+			stored[ino] = extents(present, r.Size, v.chunkSize)
+		}
+		return nil
+	})
+	return stored, err
+}
+
+func (v *Volume) checkClosedFile(txn *meta.Txn, ino uint64, present []uint64) error {
+	r, err := readInode(txn, ino)
+	if err != nil {
+		return fmt.Errorf("a presence record %v without its inode: %w", present, err)
+	}
+	for _, b := range present {
+		switch {
+		case r.IsDirty(b):
+			return fmt.Errorf("block %d is both present and dirty", b)
+		case b*v.chunkSize >= r.Size:
+			return fmt.Errorf("block %d is present past the end (size %d)", b, r.Size)
+		case r.Inline && b != 0:
+			return fmt.Errorf("inline, yet block %d is present", b)
+		}
+	}
+	if !r.Inline || len(present) == 0 {
+		return nil
+	}
+	b, ok, err := getValue(txn, meta.Key64(meta.PrefixInline, ino))
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return errors.New("inline, block 0 present, and no inline bytes stored")
+	case uint64(len(b)) > r.Size:
+		return fmt.Errorf("%d inline bytes for a size of %d", len(b), r.Size)
+	}
+	return nil
+}
+
+// checkCounts checks the block cache's accounting against the files'
+// present blocks: a file counts no more than the extents of the blocks it
+// holds (an open file's held, a closed file's stored), so that a file
+// whose blocks are gone counts nothing. (It may count less: a block counts
+// its extent when installed, and a file that grows since makes it larger.)
+func (v *Volume) checkCounts(held map[uint64][2]int64, stored map[uint64]int64) error {
+	for ino, h := range held {
+		if h[1] > h[0] {
+			return fmt.Errorf("block cache: open file %d counts %d bytes, its present blocks hold %d", ino, h[1], h[0])
+		}
+	}
+	for ino, n := range v.blocks.Counted() {
+		if _, open := held[ino]; open {
+			continue
+		}
+		if n > stored[ino] {
+			return fmt.Errorf("block cache: closed file %d counts %d bytes, its presence record holds %d", ino, n, stored[ino])
 		}
 	}
 	return nil
+}
+
+// checkGens checks the write generations of dirty blocks
+// (commit.Gens.CheckInvariants): each names a block that is dirty in its
+// file's record (an open file's, else the stored one). Caller holds v.cpMu
+// and v.mu exclusively.
+func (v *Volume) checkGens() error { return v.gens.CheckInvariants(v.blockDirty) }
+
+// blockDirty reports whether block b of file ino is dirty in its record.
+func (v *Volume) blockDirty(ino, b uint64) (bool, error) {
+	if n := v.lookupNode(ino); n != nil {
+		n.mu.RLock()
+		defer n.mu.RUnlock()
+		return n.rec.IsDirty(b), nil
+	}
+	var dirty bool
+	err := v.db.View(func(txn *meta.Txn) error {
+		r, err := readInode(txn, ino)
+		if err == nil {
+			dirty = r.IsDirty(b)
+		}
+		return err
+	})
+	return dirty, err
+}
+
+// TestInvariantsCatch breaks each invariant that checkInvariants adds to
+// the parts' own by hand, on a volume where they hold, and sees it caught.
+func TestInvariantsCatch(t *testing.T) {
+	ctx := context.Background()
+	// setup returns a volume with a closed file "clean" of 10000 bytes
+	// whose blocks are committed and present (read back after a sync),
+	// and a closed file "dirty" of 10000 bytes written since.
+	setup := func(t *testing.T) (v *Volume, clean, dirty uint64) {
+		url, dir := testStoreURL(t), t.TempDir()
+		initVolume(t, url, func(c *snapshot.Config) { c.ChunkSize = 4096 })
+		v = openVolume(t, url, dir)
+		clean = writeFile(t, v, RootIno, "clean", bytes.Repeat([]byte("c"), 10000)).Ino
+		if err := v.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		v = openVolume(t, url, dir)
+		readFile(t, v, clean) // fetches every block: present
+		dirty = writeFile(t, v, RootIno, "dirty", bytes.Repeat([]byte("d"), 10000)).Ino
+		if err := v.checkInvariants(); err != nil {
+			t.Fatalf("before breaking anything: %v", err)
+		}
+		return v, clean, dirty
+	}
+	setPresence := func(t *testing.T, v *Volume, ino uint64, blocks ...uint64) {
+		p := map[uint64]bool{}
+		for _, b := range blocks {
+			p[b] = true
+		}
+		if err := v.db.Update(func(txn *meta.Txn) error {
+			return txn.Set(meta.Key64(meta.PrefixPresence, ino), data.EncodePresence(p))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		mess func(t *testing.T, v *Volume, clean, dirty uint64)
+		want string
+	}{
+		{"generation of a clean block", func(t *testing.T, v *Volume, clean, _ uint64) {
+			v.gens.Bump(clean, 0)
+		}, "is not dirty"},
+		{"generation of a deleted file", func(t *testing.T, v *Volume, _, dirty uint64) {
+			v.gens.Bump(dirty+1000, 0)
+		}, "no such file"},
+		{"closed file present and dirty", func(t *testing.T, v *Volume, _, dirty uint64) {
+			setPresence(t, v, dirty, 1)
+		}, "both present and dirty"},
+		{"closed file present past the end", func(t *testing.T, v *Volume, clean, _ uint64) {
+			setPresence(t, v, clean, 0, 1, 2, 3)
+		}, "past the end"},
+		{"presence without its inode", func(t *testing.T, v *Volume, _, dirty uint64) {
+			setPresence(t, v, dirty+1000, 0)
+		}, "without its inode"},
+		{"closed file counted beyond its blocks", func(t *testing.T, v *Volume, clean, _ uint64) {
+			v.blocks.Add(clean, 1)
+		}, "closed file"},
+		{"closed file counted without blocks", func(t *testing.T, v *Volume, _, dirty uint64) {
+			v.blocks.Add(dirty, 4096)
+		}, "presence record holds 0"},
+		{"open file counted beyond its blocks", func(t *testing.T, v *Volume, clean, _ uint64) {
+			if _, err := v.Open(ctx, clean, false); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = v.Release(ctx, clean) })
+			v.blocks.Add(clean, 1)
+		}, "open file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, clean, dirty := setup(t)
+			tc.mess(t, v, clean, dirty)
+			if err := v.checkInvariants(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("checkInvariants = %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
 }

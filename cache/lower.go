@@ -104,6 +104,7 @@ func (v *Volume) refreshOrigin(ctx context.Context, n *node) error {
 		r.Inline = false
 	}
 	n.d.Forget()
+	v.blocks.Drop(n.ino)
 	_ = v.files.Remove(n.ino) // copies of the lower's old bytes
 	return v.update(func(txn *meta.Txn, d *meta.Delta) error {
 		if err := v.writeFileRec(txn, d, r, false); err != nil {

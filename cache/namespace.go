@@ -658,7 +658,8 @@ func (o *mop) dropName(r *meta.Inode) error {
 	if err := meta.SetFileDirty(o.txn, &o.d, ino, false); err != nil {
 		return err
 	}
-	o.after = append(o.after, func() { o.v.dropData(ino) })
+	dirty := r.Dirty
+	o.after = append(o.after, func() { o.v.forgetGens(ino, dirty); o.v.dropData(ino) })
 	return nil
 }
 

@@ -1,6 +1,8 @@
 package commit
 
 import (
+	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 )
@@ -41,4 +43,33 @@ func (g *Gens) Forget(ino, b uint64) {
 	g.mu.Lock()
 	delete(g.m, BlockKey{ino, b})
 	g.mu.Unlock()
+}
+
+// CheckInvariants returns what of Gens' invariants does not hold: no two
+// blocks share a generation, none is 0 or above the sequence they are drawn
+// from, and each names a block that dirty (the caller's records) reports
+// dirty; dirty's error is returned. dirty is called without Gens' lock.
+func (g *Gens) CheckInvariants(dirty func(ino, b uint64) (bool, error)) error {
+	g.mu.Lock()
+	gens := maps.Clone(g.m)
+	seq := g.seq.Load()
+	g.mu.Unlock()
+	seen := map[uint64]BlockKey{}
+	for k, gen := range gens {
+		if gen == 0 || gen > seq {
+			return fmt.Errorf("block %d of file %d: generation %d, sequence at %d", k.Index, k.Ino, gen, seq)
+		}
+		if o, dup := seen[gen]; dup {
+			return fmt.Errorf("block %d of file %d and block %d of file %d share generation %d", k.Index, k.Ino, o.Index, o.Ino, gen)
+		}
+		seen[gen] = k
+		d, err := dirty(k.Ino, k.Index)
+		if err != nil {
+			return fmt.Errorf("generation of block %d of file %d: %w", k.Index, k.Ino, err)
+		}
+		if !d {
+			return fmt.Errorf("block %d of file %d has generation %d and is not dirty", k.Index, k.Ino, gen)
+		}
+	}
+	return nil
 }

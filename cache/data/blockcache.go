@@ -112,6 +112,18 @@ func (c *Cache) Drop(ino uint64) {
 	c.mu.Unlock()
 }
 
+// Counted returns the bytes counted for each file (a copy), for checks of
+// the accounting against the files' present blocks.
+func (c *Cache) Counted() map[uint64]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := make(map[uint64]int64, len(c.entries))
+	for ino, e := range c.entries {
+		m[ino] = e.bytes
+	}
+	return m
+}
+
 // Used returns the bytes of clean cached blocks.
 func (c *Cache) Used() int64 {
 	c.mu.Lock()

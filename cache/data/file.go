@@ -149,10 +149,13 @@ func (d *File) UnpresentFrom(keep, size uint64) int64 {
 	return freed
 }
 
-// extent is the bytes of block b within a file of size size, as the block
-// cache counts a present block.
-func (d *File) extent(b, size uint64) int64 {
-	return int64(min(d.bs, size-min(size, b*d.bs)))
+// extent is Extent for d's block size.
+func (d *File) extent(b, size uint64) int64 { return Extent(b, size, d.bs) }
+
+// Extent is the bytes of block b (of bs bytes) within a file of size size:
+// what the block cache counts for the block when it is present.
+func Extent(b, size, bs uint64) int64 {
+	return int64(min(bs, size-min(size, b*bs)))
 }
 
 // Forget drops every local copy of the file's clean bytes: present blocks

@@ -1,0 +1,145 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentfs/agentfs/blobstore"
+	"github.com/agentfs/agentfs/snapshot"
+)
+
+// memLower is a Lower of regular files in one directory (its root), held
+// in memory; the test changes them as a host would.
+type memLower struct {
+	mu    sync.Mutex
+	files map[string][]byte // guarded by mu
+	mtime map[string]int64  // guarded by mu
+}
+
+func (l *memLower) set(name string, b []byte, mtime int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.files[name], l.mtime[name] = b, mtime
+}
+
+func (l *memLower) Stat(_ context.Context, origin string) (snapshot.Entry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if origin == "" {
+		return snapshot.Entry{Type: snapshot.TypeDir, Mode: 0o755, Nlink: 2}, nil
+	}
+	b, ok := l.files[origin]
+	if !ok {
+		return snapshot.Entry{}, fmt.Errorf("%s: %w", origin, ErrNotFound)
+	}
+	t := l.mtime[origin]
+	return snapshot.Entry{Name: origin, Type: snapshot.TypeFile, Mode: 0o644, Size: uint64(len(b)), Mtime: t, Ctime: t, Nlink: 1}, nil
+}
+
+func (l *memLower) Entries(ctx context.Context, origin string) ([]snapshot.Entry, error) {
+	if origin != "" {
+		return nil, nil
+	}
+	l.mu.Lock()
+	names := make([]string, 0, len(l.files))
+	for n := range l.files {
+		names = append(names, n)
+	}
+	l.mu.Unlock()
+	slices.Sort(names)
+	var out []snapshot.Entry
+	for _, n := range names {
+		e, err := l.Stat(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		e.HasOrigin, e.Origin, e.OriginSize = true, n, e.Size
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func (l *memLower) Open(_ context.Context, origin string) (LowerFile, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.files[origin]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", origin, ErrNotFound)
+	}
+	return nopCloser{bytes.NewReader(b)}, nil
+}
+
+type nopCloser struct{ *bytes.Reader }
+
+func (nopCloser) Close() error { return nil }
+
+// openVirtual opens a virtual workspace over lower: a branch whose first
+// commit's root reads through to lower's root.
+func openVirtual(t *testing.T, lower Lower) *Volume {
+	t.Helper()
+	ctx := context.Background()
+	url := testStoreURL(t)
+	initVolume(t, url, func(c *snapshot.Config) { c.ChunkSize = 4096 })
+	s, err := blobstore.Open(ctx, url, blobstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := snapshot.OpenWithKey(ctx, s, testKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := snapshot.Commit{ID: snapshot.CommitID{Branch: "ws", Seq: 1}, Time: time.Now().UTC(), Kind: "virtual",
+		Root:    snapshot.RootDir{Mode: 0o755, Nlink: 2, HasOrigin: true},
+		Virtual: &snapshot.VirtualBase{HostDir: "/mem", Since: time.Now().UTC()}}
+	if err := r.WriteCommit(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	return openVolume(t, url, "", func(o *Options) { o.Branch, o.Lower = "ws", lower })
+}
+
+// TestRefreshOriginDropsCount: an unmodified file of the lower that holds
+// copies of its origin's blocks (a copy-up whose write did not follow)
+// drops them when the origin changes on the host, and the block cache
+// stops counting them. Before the fix the count stayed: the cache went on
+// counting bytes that no data file held.
+func TestRefreshOriginDropsCount(t *testing.T) {
+	ctx := context.Background()
+	lower := &memLower{files: map[string][]byte{}, mtime: map[string]int64{}}
+	old := bytes.Repeat([]byte("o"), 10000)
+	lower.set("f", old, 1)
+	v := openVirtual(t, lower)
+	a := must[Attr](t)(v.Lookup(ctx, RootIno, "f"))
+	if _, err := v.Open(ctx, a.Ino, false); err != nil {
+		t.Fatal(err)
+	}
+	n := v.lookupNode(a.Ino)
+	if err := v.fetchBlock(ctx, n, 1); err != nil { // the copy-up a partial write makes
+		t.Fatal(err)
+	}
+	if err := v.Release(ctx, a.Ino); err != nil {
+		t.Fatal(err)
+	}
+	if got := v.blocks.Counted()[a.Ino]; got != 4096 {
+		t.Fatalf("block cache counts %d bytes for the copied-up block, want 4096", got)
+	}
+	if err := v.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+
+	lower.set("f", []byte(strings.Repeat("n", 5000)), 2)
+	if got := readFile(t, v, a.Ino); string(got) != strings.Repeat("n", 5000) {
+		t.Fatalf("after the host changed the file: read %d bytes %q..., want its new bytes", len(got), got[:min(len(got), 8)])
+	}
+	if got := v.blocks.Counted()[a.Ino]; got != 0 {
+		t.Errorf("block cache counts %d bytes for a file whose copies were dropped", got)
+	}
+	if err := v.checkInvariants(); err != nil {
+		t.Error(err)
+	}
+}
