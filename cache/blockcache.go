@@ -2,7 +2,6 @@ package cache
 
 import (
 	"errors"
-	"os"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -46,7 +45,7 @@ func (v *Volume) loadBlockCache() error {
 	if err != nil {
 		return err
 	}
-	v.blocks = c
+	v.blocks, v.data.Cache = c, c
 	return nil
 }
 
@@ -82,7 +81,7 @@ func (e fileEvictor) EvictFile(ino uint64) error {
 }
 
 // evictOpen drops the clean blocks of open file n except those its readers
-// are about to use (data.File.Evictable). A reader that still finds a block
+// are about to use (data.File.Evict). A reader that still finds a block
 // gone fetches it again: readers look at the present blocks under n.mu,
 // which this holds exclusively, so none ever reads a punched block as
 // zeros. The presence is persisted before the blocks are punched, so that
@@ -93,26 +92,7 @@ func (v *Volume) evictOpen(n *node) error {
 	if n.pins > 0 {
 		return nil // a pinned file's data file is read by the kernel (passthrough.go)
 	}
-	drop := n.d.Evictable(n.layout(), v.opts.ReadAhead)
-	if len(drop) == 0 {
-		return nil
-	}
-	var freed int64
-	for _, b := range drop {
-		freed += n.d.Unpresent(b, n.rec.Size)
-	}
-	if err := v.persistNode(n); err != nil {
-		n.d.Represent(drop)
-		return err
-	}
-	f, err := n.file(false)
-	if err == nil && f != nil {
-		// A block not punched is not present any more either: a later
-		// fetch overwrites its bytes.
-		err = data.Punch(f, drop, v.chunkSize)
-	}
-	v.blocks.Add(n.ino, -freed)
-	return err
+	return n.d.Evict(n.layout(), v.opts.ReadAhead, func() error { return v.persistNode(n) })
 }
 
 // evictIno drops the clean blocks of a file that is not open. Caller holds
@@ -139,35 +119,20 @@ func (v *Volume) evictIno(ino uint64) error {
 	if err != nil {
 		return err
 	}
-	if rec.Inline {
-		err := v.db.Update(func(txn *meta.Txn) error {
-			if !rec.IsDirty(0) {
-				if err := txn.Delete(meta.Key64(meta.PrefixInline, ino)); err != nil {
-					return err
-				}
-			}
-			return txn.Delete(meta.Key64(meta.PrefixPresence, ino))
-		})
-		if err != nil {
-			return err
-		}
-		v.blocks.Drop(ino)
-		return nil
-	}
 	// The presence goes first: a crash in between leaves clean bytes of
 	// blocks not recorded present (fetched again when read), never a block
-	// recorded present that reads as zeros.
-	if err := v.db.Update(func(txn *meta.Txn) error { return txn.Delete(meta.Key64(meta.PrefixPresence, ino)) }); err != nil {
-		return err
-	}
-	v.blocks.Drop(ino)
-	if len(rec.Dirty) == 0 {
-		return v.files.Remove(ino)
-	}
-	f, err := os.OpenFile(v.files.Path(ino), os.O_RDWR, 0)
+	// recorded present that reads as zeros. An inline file's clean bytes
+	// are its inline record.
+	err = v.db.Update(func(txn *meta.Txn) error {
+		if rec.Inline && !rec.IsDirty(0) {
+			if err := txn.Delete(meta.Key64(meta.PrefixInline, ino)); err != nil {
+				return err
+			}
+		}
+		return txn.Delete(meta.Key64(meta.PrefixPresence, ino))
+	})
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	return data.Punch(f, present, v.chunkSize)
+	return v.data.EvictClosed(ino, rec.Inline, len(rec.Dirty) > 0, present)
 }

@@ -25,9 +25,13 @@
 //     and data.File, an open file's local data state (present blocks,
 //     local bytes, its origin file in the lower layer) with where each
 //     block's bytes come from (dirty or present, the store, the lower, a
-//     hole), reading them, installing fetched and copied-up blocks, and
-//     which blocks read-ahead fetches and eviction may drop. It knows no
-//     namespace: it reads a file's record through data.Layout (file.go
+//     hole), reading and writing them, installing fetched and copied-up
+//     blocks, cutting them (truncation), evicting them, what of its
+//     records must be persisted, and the block cache's count of its
+//     blocks. What a volume's files share (data files, block cache, the
+//     lower as a block source: data.Origins) is a data.Sources. It knows
+//     no namespace: it reads a file's record through data.Layout (file.go
+//     here), writes its two records through data.Records (a transaction
 //     here), reaches back through data.Evictor (blockcache.go here: what
 //     evicting one file means for its records and open node) and reads
 //     chunks through data.ChunkSource (the repo).
@@ -60,15 +64,18 @@
 // lower.go: whether there is a lower (readsThrough) and the Mod flag that
 // records what differs from it (markModified), a directory's entries read
 // from the lower (dirEntries), the refresh of an unchanged file from it
-// (refreshOrigin), opening a file's origin (node.openOrigin, file.go).
-// Reading and copying up its blocks is data.File's.
+// (refreshOrigin). For the data side the lower is a block source
+// (data.Origins, in data.Sources): data.File opens a file's origin, reads
+// it and copies up its blocks.
 //
 // Still here: the namespace operations (namespace.go, load.go, attr.go,
-// marks.go), the open files (file.go: node, its record and its
-// data.File under one lock; fetching, write-back, truncation), and the
-// rest of the committer: a checkpoint's phases, which files a capture
-// reads, the freeze and the storing of what apply cleaned (checkpoint.go),
-// the reconciler (reconcile.go) and history (history.go).
+// marks.go), the open files (file.go: node, its record and its data.File
+// under one lock; of fetching, write-back and truncation what needs the
+// namespace: the record's dirty marks, size and times, its persistence
+// before bytes land, the locks), and the rest of the committer: a
+// checkpoint's phases, which files a capture reads, the freeze and the
+// storing of what apply cleaned (checkpoint.go), the reconciler
+// (reconcile.go) and history (history.go).
 //
 // The namespace lock (Volume.mu) stays one lock after the split, for these
 // reasons. Every namespace change (mop) runs whole under it, exclusively,

@@ -55,6 +55,7 @@ func (l layout) Size() uint64                            { return l.r.Size }
 func (l layout) Inline() bool                            { return l.r.Inline }
 func (l layout) IsDirty(b uint64) bool                   { return l.r.IsDirty(b) }
 func (l layout) Chunk(b uint64) (snapshot.BlobRef, bool) { return l.r.Chunk(b) }
+func (l layout) Origin() string                          { return l.r.Origin }
 func (l layout) OriginSize() uint64 {
 	if !l.r.HasOrigin {
 		return 0
@@ -127,7 +128,7 @@ func (v *Volume) loadNode(txn *meta.Txn, ino uint64) (*node, error) {
 		}
 		inline = b
 	}
-	return &node{v: v, ino: ino, rec: r, d: data.NewFile(v.files, ino, v.chunkSize, present, inline)}, nil
+	return &node{v: v, ino: ino, rec: r, d: data.NewFile(v.data, ino, present, inline)}, nil
 }
 
 // getValue returns a copy of the value of key, or false if it is absent.
@@ -233,8 +234,8 @@ func (n *node) closeFile() { n.d.Close() }
 func (n *node) file(create bool) (*os.File, error) { return n.d.OpenData(create) }
 
 // persistTxn writes n's in-memory changes in txn: the record (marking the
-// tree that holds its entry), inline bytes, presence. Caller holds n.mu and
-// calls persisted after the transaction commits.
+// tree that holds its entry), and n.d's inline bytes and presence. Caller
+// holds n.mu and calls persisted after the transaction commits.
 func (v *Volume) persistTxn(txn *meta.Txn, d *meta.Delta, n *node) error {
 	if n.rec.Nlink == 0 {
 		if _, err := txn.Get(meta.Key64(meta.PrefixInode, n.ino)); errors.Is(err, badger.ErrKeyNotFound) {
@@ -246,26 +247,25 @@ func (v *Volume) persistTxn(txn *meta.Txn, d *meta.Delta, n *node) error {
 			return err
 		}
 	}
-	if n.rec.Inline && (n.d.InlineDirty() || n.d.PresenceDirty()) {
-		k := meta.Key64(meta.PrefixInline, n.ino)
-		var err error
-		if n.d.IsPresent(0) || n.rec.IsDirty(0) {
-			err = txn.Set(k, slices.Clone(n.d.Inline()))
-		} else {
-			err = txn.Delete(k)
-		}
-		if err != nil {
-			return err
-		}
+	return n.d.Persist(n.layout(), records{txn})
+}
+
+// records stores a data.File's records in a transaction of the database.
+type records struct{ txn *meta.Txn }
+
+func (r records) SetInline(ino uint64, b []byte) error {
+	return r.set(meta.Key64(meta.PrefixInline, ino), b)
+}
+
+func (r records) SetPresence(ino uint64, b []byte) error {
+	return r.set(meta.Key64(meta.PrefixPresence, ino), b)
+}
+
+func (r records) set(k, b []byte) error {
+	if b == nil {
+		return r.txn.Delete(k)
 	}
-	if n.d.PresenceDirty() {
-		k := meta.Key64(meta.PrefixPresence, n.ino)
-		if rec := n.d.PresenceRecord(); rec != nil {
-			return txn.Set(k, rec)
-		}
-		return txn.Delete(k)
-	}
-	return nil
+	return r.txn.Set(k, b)
 }
 
 func (n *node) persisted() {
@@ -400,7 +400,7 @@ func (v *Volume) Read(ctx context.Context, ino uint64, buf []byte, off uint64) (
 			n.mu.Lock()
 			_, err := n.file(false)
 			if err == nil && needLower {
-				err = n.d.OpenOrigin(n.openOrigin(ctx))
+				err = n.originErr(n.d.OpenOrigin(ctx, n.layout()))
 			}
 			n.mu.Unlock()
 			if err != nil {
@@ -447,32 +447,18 @@ func (n *node) readLocal(p []byte, off uint64) error {
 	return n.d.ReadLocal(n.layout(), p, off)
 }
 
-// openOrigin returns how n.d opens the file's origin in the lower layer
-// (none when the volume has no lower: its blocks read as zeros).
-func (n *node) openOrigin(ctx context.Context) func() (data.OriginFile, error) {
-	return func() (data.OriginFile, error) {
-		if !n.rec.HasOrigin || !n.v.readsThrough() {
-			return nil, nil
-		}
-		f, err := n.v.opts.Lower.Open(ctx, n.rec.Origin)
-		if err != nil {
-			return nil, fmt.Errorf("%w: open %q in the lower layer: %w", ErrIO, n.rec.Origin, err)
-		}
-		return f, nil
-	}
-}
-
-// originErr makes a failure to read the origin file ErrIO naming it.
+// originErr makes a failure to open or read the origin file (it names
+// the origin) ErrIO.
 func (n *node) originErr(err error) error {
 	if errors.Is(err, data.ErrOrigin) {
-		return fmt.Errorf("%w: read %q in the lower layer: %w", ErrIO, n.rec.Origin, err)
+		return fmt.Errorf("%w: %w", ErrIO, err)
 	}
 	return err
 }
 
 // fetchBlock makes block b of n present: it fetches its chunk (once for
 // concurrent callers) and installs it locally unless the block changed
-// meanwhile.
+// meanwhile, or copies it up from the origin.
 func (v *Volume) fetchBlock(ctx context.Context, n *node, b uint64) error {
 	n.mu.RLock()
 	ref, _ := n.rec.Chunk(b)
@@ -484,15 +470,10 @@ func (v *Volume) fetchBlock(ctx context.Context, n *node, b uint64) error {
 		// the origin cannot change meanwhile.
 		n.mu.Lock()
 		defer n.mu.Unlock()
-		l := n.layout()
-		if n.d.Source(l, b) != data.Lower {
-			return nil
+		if l := n.layout(); n.d.Source(l, b) == data.Lower {
+			return n.originErr(n.d.CopyUp(ctx, l, b))
 		}
-		p, err := n.d.CopyUp(l, b, n.openOrigin(ctx))
-		if err != nil {
-			return n.originErr(err)
-		}
-		return v.installBlock(n, b, p)
+		return nil
 	case data.Remote:
 	default:
 		return nil
@@ -503,22 +484,7 @@ func (v *Volume) fetchBlock(ctx context.Context, n *node, b uint64) error {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	cur, has := n.rec.Chunk(b)
-	if n.d.IsPresent(b) || n.rec.IsDirty(b) || !has || cur != ref {
-		return nil
-	}
-	return v.installBlock(n, b, p)
-}
-
-// installBlock stores p as the local bytes of block b, marks it present
-// and counts it in the block cache. Caller holds n.mu exclusively.
-func (v *Volume) installBlock(n *node, b uint64, p []byte) error {
-	added, err := n.d.Install(n.layout(), b, p)
-	if err != nil {
-		return err
-	}
-	v.blocks.Add(n.ino, added)
-	return nil
+	return n.d.InstallChunk(n.layout(), b, ref, p)
 }
 
 // fetchChunk reads a chunk from the store, once for concurrent callers.
@@ -611,9 +577,7 @@ func (v *Volume) covers(off, end, b, size uint64) bool {
 // counting as cache. Caller holds n.mu exclusively and persists.
 func (v *Volume) dirtyBlock(n *node, b uint64) {
 	n.rec.AddDirty(b)
-	if freed := n.d.Unpresent(b, n.rec.Size); freed > 0 {
-		v.blocks.Add(n.ino, -freed)
-	}
+	n.d.Unpresent(b, n.rec.Size)
 	n.memDirty = true
 }
 
@@ -639,7 +603,6 @@ func (v *Volume) writeLocked(n *node, data []byte, off, first, last uint64) erro
 		if !n.rec.IsDirty(0) {
 			v.dirtyBlock(n, 0)
 		}
-		n.d.WriteInline(data, off)
 	} else {
 		fresh := false
 		for b := first; b <= last; b++ {
@@ -662,13 +625,9 @@ func (v *Volume) writeLocked(n *node, data []byte, off, first, last uint64) erro
 			}
 			n.persisted()
 		}
-		f, err := n.file(true)
-		if err != nil {
-			return err
-		}
-		if _, err := f.WriteAt(data, int64(off)); err != nil {
-			return fmt.Errorf("cache data file: %w", err)
-		}
+	}
+	if err := n.d.Write(n.layout(), data, off); err != nil {
+		return err
 	}
 	for b := first; b <= last; b++ {
 		v.gens.Bump(n.ino, b)
@@ -688,21 +647,12 @@ func (v *Volume) writeLocked(n *node, data []byte, off, first, last uint64) erro
 // file is complete before the record says so. Caller holds n.mu
 // exclusively.
 func (v *Volume) migrate(n *node) error {
-	f, err := n.file(true)
-	if err != nil {
+	if err := n.d.MoveInline(); err != nil {
 		return err
-	}
-	if err := f.Truncate(0); err != nil {
-		return fmt.Errorf("cache data file: %w", err)
-	}
-	if b := n.d.Inline(); len(b) > 0 {
-		if _, err := f.WriteAt(b, 0); err != nil {
-			return fmt.Errorf("cache data file: %w", err)
-		}
 	}
 	n.rec.Inline = false
 	n.memDirty = true
-	err = v.update(func(txn *meta.Txn, d *meta.Delta) error {
+	err := v.update(func(txn *meta.Txn, d *meta.Delta) error {
 		if err := v.persistTxn(txn, d, n); err != nil {
 			return err
 		}
@@ -769,8 +719,8 @@ func (v *Volume) truncateLocked(n *node, size uint64) error {
 				v.gens.Forget(n.ino, b)
 			}
 		}
-		if freed := n.d.UnpresentFrom(keep, old); freed > 0 {
-			v.blocks.Add(n.ino, -freed)
+		if err := n.d.Cut(n.layout(), size); err != nil {
+			return err
 		}
 		n.rec.DropChunksFrom(keep)
 		if size%bs != 0 {
@@ -779,19 +729,6 @@ func (v *Volume) truncateLocked(n *node, size uint64) error {
 				v.dirtyBlock(n, b)
 			}
 			v.gens.Bump(n.ino, b)
-		}
-		if n.rec.Inline {
-			n.d.TruncateInline(size)
-		} else {
-			f, err := n.file(false)
-			if err != nil {
-				return err
-			}
-			if f != nil {
-				if err := f.Truncate(int64(size)); err != nil {
-					return fmt.Errorf("cache data file: %w", err)
-				}
-			}
 		}
 	}
 	now := v.now().UnixNano()

@@ -24,12 +24,12 @@ import (
 // (meta.DB.CheckInvariants), the dirty set mirrors exactly the tree marks
 // and the dirty-file index in the database (meta.DirtySet.CheckInvariants),
 // the block cache's own invariants (data.Cache.CheckInvariants) hold, and so
-// do every open file's (data.File.CheckInvariants), whose present blocks are
-// those of its presence record unless it has changes not yet persisted;
-// every closed file's presence record agrees with its inode record
-// (checkClosedFiles); the block cache counts no more for a file than the
-// extents of the blocks it holds present (checkCounts); and every block
-// generation names a dirty block (checkGens). The model test calls it after
+// do every open file's (data.File.CheckInvariants, with the block cache's
+// count of it), whose present blocks are those of its presence record
+// unless it has changes not yet persisted; every closed file's presence
+// record agrees with its inode record and the block cache's count of it
+// (checkClosedFiles); and every block generation names a dirty block
+// (checkGens). The model test calls it after
 // every step, so that a part split off the engine keeps the state it shares
 // with the others consistent.
 func (v *Volume) checkInvariants() error {
@@ -40,15 +40,10 @@ func (v *Volume) checkInvariants() error {
 	defer v.cpMu.Unlock()
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	held, err := v.checkOpenFiles()
-	if err != nil {
+	if err := v.checkOpenFiles(); err != nil {
 		return err
 	}
-	stored, err := v.checkClosedFiles()
-	if err != nil {
-		return err
-	}
-	if err := v.checkCounts(held, stored); err != nil {
+	if err := v.checkClosedFiles(); err != nil {
 		return err
 	}
 	if err := v.checkGens(); err != nil {
@@ -63,15 +58,12 @@ func (v *Volume) checkInvariants() error {
 }
 
 // checkOpenFiles checks the data state of every open file against its
-// record and its presence record. It returns, per open file, the bytes the
-// block cache may count for it (the extents of its present blocks) and
-// what the block cache counts, read together under the file's lock. Caller
-// holds v.mu exclusively (node.mu comes after it in the lock order).
-func (v *Volume) checkOpenFiles() (map[uint64][2]int64, error) {
+// record and its presence record. Caller holds v.mu exclusively (node.mu
+// comes after it in the lock order).
+func (v *Volume) checkOpenFiles() error {
 	v.nodesMu.Lock()
 	nodes := slices.Collect(maps.Values(v.nodes))
 	v.nodesMu.Unlock()
-	counts := map[uint64][2]int64{}
 	for _, n := range nodes {
 		n.mu.RLock()
 		err := n.d.CheckInvariants(n.layout())
@@ -87,33 +79,24 @@ func (v *Volume) checkOpenFiles() (map[uint64][2]int64, error) {
 				err = fmt.Errorf("file %d: present blocks %v, its presence record %v", n.ino, held, stored)
 			}
 		}
-		counts[n.ino] = [2]int64{extents(slices.Collect(maps.Keys(n.d.Present())), n.rec.Size, v.chunkSize), v.blocks.Counted()[n.ino]}
 		n.mu.RUnlock()
 		if err != nil {
-			return nil, fmt.Errorf("open file: %w", err)
+			return fmt.Errorf("open file: %w", err)
 		}
 	}
-	return counts, nil
-}
-
-// extents sums the extents of blocks within a file of size size.
-func extents(blocks []uint64, size, bs uint64) int64 {
-	var sum int64
-	for _, b := range blocks {
-		sum += data.Extent(b, size, bs)
-	}
-	return sum
+	return nil
 }
 
 // checkClosedFiles checks the presence record of every file that is not
 // open against its inode record: the record exists, no present block is
 // dirty or wholly past the end, and an inline file holds at most block 0
-// present, with its inline bytes stored and no longer than the file. It
-// returns, per closed file with a presence record, the extents of its
-// present blocks. Caller holds v.mu exclusively (no file opens or closes
-// meanwhile).
-func (v *Volume) checkClosedFiles() (map[uint64]int64, error) {
-	stored := map[uint64]int64{}
+// present, with its inline bytes stored and no longer than the file. And
+// the block cache counts no more for a closed file than the extents of
+// the blocks its presence record lists (it may count less, as for an open
+// file), so that a file whose blocks are gone counts nothing. Caller holds
+// v.mu exclusively (no file opens or closes meanwhile).
+func (v *Volume) checkClosedFiles() error {
+	stored := map[uint64]int64{} // extents of the present blocks, by file
 	err := v.db.View(func(txn *meta.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{meta.PrefixPresence}, PrefetchValues: true})
 		defer it.Close()
@@ -133,11 +116,21 @@ func (v *Volume) checkClosedFiles() (map[uint64]int64, error) {
 			if err != nil {
 				return err
 			}
-			stored[ino] = extents(present, r.Size, v.chunkSize)
+			for _, b := range present {
+				stored[ino] += data.Extent(b, r.Size, v.chunkSize)
+			}
 		}
 		return nil
 	})
-	return stored, err
+	if err != nil {
+		return err
+	}
+	for ino, n := range v.blocks.Counted() {
+		if v.lookupNode(ino) == nil && n > stored[ino] {
+			return fmt.Errorf("block cache: closed file %d counts %d bytes, its presence record holds %d", ino, n, stored[ino])
+		}
+	}
+	return nil
 }
 
 func (v *Volume) checkClosedFile(txn *meta.Txn, ino uint64, present []uint64) error {
@@ -166,28 +159,6 @@ func (v *Volume) checkClosedFile(txn *meta.Txn, ino uint64, present []uint64) er
 		return errors.New("inline, block 0 present, and no inline bytes stored")
 	case uint64(len(b)) > r.Size:
 		return fmt.Errorf("%d inline bytes for a size of %d", len(b), r.Size)
-	}
-	return nil
-}
-
-// checkCounts checks the block cache's accounting against the files'
-// present blocks: a file counts no more than the extents of the blocks it
-// holds (an open file's held, a closed file's stored), so that a file
-// whose blocks are gone counts nothing. (It may count less: a block counts
-// its extent when installed, and a file that grows since makes it larger.)
-func (v *Volume) checkCounts(held map[uint64][2]int64, stored map[uint64]int64) error {
-	for ino, h := range held {
-		if h[1] > h[0] {
-			return fmt.Errorf("block cache: open file %d counts %d bytes, its present blocks hold %d", ino, h[1], h[0])
-		}
-	}
-	for ino, n := range v.blocks.Counted() {
-		if _, open := held[ino]; open {
-			continue
-		}
-		if n > stored[ino] {
-			return fmt.Errorf("block cache: closed file %d counts %d bytes, its presence record holds %d", ino, n, stored[ino])
-		}
 	}
 	return nil
 }

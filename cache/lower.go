@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 
+	"github.com/agentfs/agentfs/cache/data"
 	"github.com/agentfs/agentfs/cache/meta"
 	"github.com/agentfs/agentfs/snapshot"
 )
@@ -35,18 +35,16 @@ type Lower interface {
 	Open(ctx context.Context, origin string) (LowerFile, error)
 }
 
-// LowerFile is an open file of a Lower.
-type LowerFile interface {
-	io.ReaderAt
-	io.Closer
-}
+// LowerFile is an open file of a Lower: a Lower is the data side's block
+// source of origins (data.Origins), and opens them for data.File.
+type LowerFile = data.OriginFile
 
 // readsThrough reports whether the volume has a lower layer. Then every
 // record says whether it differs from the lower (Mod, set by markModified
 // on every change), the trees a checkpoint writes carry it
 // (Entry.Modified), and a directory in which nothing differs is stored as
 // its origin alone (a zero tree), reading through to the lower again.
-func (v *Volume) readsThrough() bool { return v.opts.Lower != nil }
+func (v *Volume) readsThrough() bool { return v.lower != nil }
 
 // markModified records that r differs from the lower layer, if the volume
 // has one; it reports whether r.Mod changed.
@@ -64,7 +62,7 @@ func (v *Volume) markModified(r *meta.Inode) bool {
 // it).
 func (v *Volume) dirEntries(ctx context.Context, tree snapshot.BlobRef, hasOrigin bool, origin string) ([]snapshot.Entry, error) {
 	if tree.IsZero() && hasOrigin && v.readsThrough() {
-		return v.opts.Lower.Entries(ctx, origin)
+		return v.lower.Entries(ctx, origin)
 	}
 	b, err := v.repo.ReadBlob(ctx, tree)
 	if err != nil {
@@ -85,7 +83,7 @@ func (v *Volume) refreshOrigin(ctx context.Context, n *node) error {
 	if !v.readsThrough() || !r.HasOrigin || r.Mod {
 		return nil
 	}
-	h, err := v.opts.Lower.Stat(ctx, r.Origin)
+	h, err := v.lower.Stat(ctx, r.Origin)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil
@@ -103,9 +101,7 @@ func (v *Volume) refreshOrigin(ctx context.Context, n *node) error {
 	if r.Inline && r.Size > v.inlineMax {
 		r.Inline = false
 	}
-	n.d.Forget()
-	v.blocks.Drop(n.ino)
-	_ = v.files.Remove(n.ino) // copies of the lower's old bytes
+	_ = n.d.Forget() // copies of the lower's old bytes
 	return v.update(func(txn *meta.Txn, d *meta.Delta) error {
 		if err := v.writeFileRec(txn, d, r, false); err != nil {
 			return err

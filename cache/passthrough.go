@@ -146,7 +146,7 @@ func (v *Volume) fetchPinned(ctx context.Context, n *node, e *snapshot.Entry, ke
 // there. Caller holds n.mu exclusively.
 func (v *Volume) refillPinned(n *node, chunks map[uint64][]byte) error {
 	for b, p := range chunks {
-		if err := v.installBlock(n, b, p); err != nil {
+		if err := n.d.Install(n.layout(), b, p); err != nil {
 			return err
 		}
 	}

@@ -96,7 +96,9 @@ type Volume struct {
 	chunkSize uint64
 	inlineMax uint64 // files up to this size keep their bytes in the database
 	db        *meta.DB
-	files     *data.Files // the data files
+	files     *data.Files   // the data files
+	data      *data.Sources // what open files' data states share (its Cache set with blocks)
+	lower     Lower         // the lower layer of a virtual workspace (nil: none)
 	log       *slog.Logger
 	now       func() time.Time
 
@@ -201,6 +203,10 @@ func Open(ctx context.Context, opts Options) (*Volume, error) {
 		return nil, err
 	}
 	v.files = files
+	v.data = &data.Sources{Files: files, BlockSize: v.chunkSize}
+	if opts.Lower != nil {
+		v.lower, v.data.Lower = opts.Lower, opts.Lower
+	}
 	bopts := badger.DefaultOptions(filepath.Join(opts.CacheDir, "meta")).
 		WithLogger(newBadgerLog(v.log)).
 		WithDetectConflicts(false). // Volume's locks serialize writers of a key

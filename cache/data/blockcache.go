@@ -112,6 +112,16 @@ func (c *Cache) Drop(ino uint64) {
 	c.mu.Unlock()
 }
 
+// Bytes returns the bytes counted for file ino.
+func (c *Cache) Bytes(ino uint64) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.entries[ino]; e != nil {
+		return e.bytes
+	}
+	return 0
+}
+
 // Counted returns the bytes counted for each file (a copy), for checks of
 // the accounting against the files' present blocks.
 func (c *Cache) Counted() map[uint64]int64 {

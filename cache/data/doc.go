@@ -5,8 +5,12 @@
 // encoding of a file's presence record (which clean blocks it holds), and
 // File, one open file's local data state: its present blocks, its local
 // bytes and its origin file in the lower layer, where each block's bytes
-// come from (local, the store, the lower, a hole), reading them and
-// installing fetched or copied-up blocks.
+// come from (local, the store, the lower, a hole), reading and writing
+// them, installing fetched or copied-up blocks, cutting and evicting them,
+// with the block cache's count of them kept as they change. The Files of
+// one volume share a Sources: the data files, the block cache and the
+// lower layer as a block source (Origins), from which a File opens its
+// origin itself.
 //
 // It knows nothing of the namespace: a file is an inode number, a block is
 // an index, and which blocks are dirty or committed, the file's size and
@@ -14,8 +18,9 @@
 // Layout. What else it needs from the rest of the engine it asks through
 // interfaces: an Evictor drops one file's clean blocks when the cache is
 // over its limit, a ChunkSource (the snapshot repository) supplies a
-// chunk's bytes, and an OriginFile (opened by the caller) the bytes of a
-// file's origin. It never imports package cache.
+// chunk's bytes, Origins (the lower layer) opens a file's origin, and
+// Records stores a File's inline bytes and presence record (a transaction
+// of the caller's database). It never imports package cache.
 //
 // Lock order: Cache.evictMu (one eviction at a time) → whatever the
 // Evictor takes (in cache: Volume.mu, node.mu, the database) → Cache.mu.

@@ -1,6 +1,7 @@
 package data
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,9 @@ type Layout interface {
 	// OriginSize is how many of the file's first bytes read through to its
 	// origin in the lower layer (0: none, or no lower).
 	OriginSize() uint64
+	// Origin is the path of the file's origin in the lower layer (when
+	// OriginSize is not 0).
+	Origin() string
 }
 
 // OriginFile is a file's origin in the lower layer, open for reading: the
@@ -36,6 +40,47 @@ type Layout interface {
 type OriginFile interface {
 	io.ReaderAt
 	io.Closer
+}
+
+// Origins is the lower layer as a block source: it opens the file at an
+// origin path (relative to the lower's root) for reading.
+type Origins interface {
+	Open(ctx context.Context, origin string) (OriginFile, error)
+}
+
+// Sources is what the Files of one volume share: their data files, the
+// block cache that counts their clean blocks, the lower layer their
+// origins are in, and the block size. Its fields are set before the first
+// File is made and never change.
+type Sources struct {
+	Files     *Files
+	Cache     *Cache
+	Lower     Origins // nil: no lower layer (origin blocks read as zeros)
+	BlockSize uint64
+}
+
+// EvictClosed drops the clean blocks of file ino, which is not open, once
+// its presence record (present) is gone: the block cache stops counting
+// them, and the data file goes, or, if the file has dirty blocks, has
+// them punched out. An inline file has no data file.
+func (s *Sources) EvictClosed(ino uint64, inline, dirty bool, present []uint64) error {
+	s.Cache.Drop(ino)
+	switch {
+	case inline:
+		return nil
+	case !dirty:
+		return s.Files.Remove(ino)
+	}
+	return s.Files.PunchFile(ino, present, s.BlockSize, false, 0)
+}
+
+// Records is where a File's two records persist (in package cache, a
+// transaction of the database). A nil value deletes the record.
+type Records interface {
+	// SetInline stores the inline bytes of file ino.
+	SetInline(ino uint64, b []byte) error
+	// SetPresence stores the presence record of file ino.
+	SetPresence(ino uint64, b []byte) error
 }
 
 // Source says where a block's bytes come from.
@@ -52,23 +97,27 @@ const (
 // File is the local data state of one regular file: which clean blocks it
 // holds (present), its local bytes (a data file, or in memory for an
 // inline file), and its origin file in the lower layer, opened on first
-// need. It reads a block from where its bytes are, and installs fetched or
-// copied-up blocks.
+// need (through Sources.Lower). It reads a block from where its bytes
+// are, installs fetched or copied-up blocks, and keeps the block cache's
+// count of its present blocks (Sources.Cache): every change of the present
+// blocks changes the count by their extents within the file (but
+// SetPresent's, which its caller counts).
 //
 // Invariants (CheckInvariants): a present block is neither dirty nor past
 // the file's end; an inline file holds at most block 0 present, and its
-// bytes are no longer than the file. Data-file bytes outside dirty and
-// present blocks, and past the file's size, are zeros (holes): the caller
-// punches and cuts them (truncation, eviction), and reads of holes rely on
-// it.
+// bytes are no longer than the file; the block cache counts no more for
+// the file than the extents of its present blocks. Data-file bytes outside
+// dirty and present blocks, and past the file's size, are zeros (holes):
+// Cut and Evict cut and punch them (the caller, for other changes), and
+// reads of holes rely on it.
 //
 // A File is not safe for concurrent use: its caller guards it with the
 // lock of the file's record (in cache, node.mu; read-locked for the
 // methods that only read), except NoteRead, which is atomic.
 type File struct {
-	files *Files
-	ino   uint64
-	bs    uint64 // block size
+	src *Sources
+	ino uint64
+	bs  uint64 // block size
 
 	present       map[uint64]bool // clean blocks held locally
 	presenceDirty bool            // present differs from the presence record
@@ -82,9 +131,10 @@ type File struct {
 }
 
 // NewFile returns the data state of inode ino, whose presence record lists
-// present and whose inline bytes (for an inline file) are inline.
-func NewFile(files *Files, ino, blockSize uint64, present []uint64, inline []byte) *File {
-	d := &File{files: files, ino: ino, bs: blockSize, present: make(map[uint64]bool, len(present)), inline: inline}
+// present (counted by src.Cache already) and whose inline bytes (for an
+// inline file) are inline.
+func NewFile(src *Sources, ino uint64, present []uint64, inline []byte) *File {
+	d := &File{src: src, ino: ino, bs: src.BlockSize, present: make(map[uint64]bool, len(present)), inline: inline}
 	for _, b := range present {
 		d.present[b] = true
 	}
@@ -112,41 +162,27 @@ func (d *File) IsPresent(b uint64) bool { return d.present[b] }
 func (d *File) Present() map[uint64]bool { return maps.Clone(d.present) }
 
 // SetPresent replaces the present blocks with p (taken, not copied), as the
-// presence record now says (not dirty).
+// presence record now says (not dirty); the caller has counted the change
+// in the block cache.
 func (d *File) SetPresent(p map[uint64]bool) { d.present, d.presenceDirty = p, false }
 
-// Unpresent makes block b not present (it became dirty, or was cut off);
-// it returns the bytes the block cache counted for it (0 if it was not
-// present), for a file of size size.
-func (d *File) Unpresent(b, size uint64) int64 {
+// Unpresent makes block b not present (it became dirty) in a file of size
+// size, and the block cache stops counting it.
+func (d *File) Unpresent(b, size uint64) {
+	if freed := d.unpresent(b, size); freed > 0 {
+		d.src.Cache.Add(d.ino, -freed)
+	}
+}
+
+// unpresent makes block b not present and returns its extent (0 if it was
+// not present), which the caller takes out of the block cache's count.
+func (d *File) unpresent(b, size uint64) int64 {
 	if !d.present[b] {
 		return 0
 	}
 	delete(d.present, b)
 	d.presenceDirty = true
 	return d.extent(b, size)
-}
-
-// Represent makes blocks present again, as they were before Unpresent
-// (an eviction whose new presence record could not be persisted).
-func (d *File) Represent(blocks []uint64) {
-	for _, b := range blocks {
-		d.present[b] = true
-	}
-	d.presenceDirty = true
-}
-
-// UnpresentFrom makes every block from keep on not present (truncation to
-// fewer blocks) and returns the bytes the block cache counted for them, for
-// a file of size size before the cut.
-func (d *File) UnpresentFrom(keep, size uint64) int64 {
-	var freed int64
-	for b := range d.present {
-		if b >= keep {
-			freed += d.Unpresent(b, size)
-		}
-	}
-	return freed
 }
 
 // extent is Extent for d's block size.
@@ -158,12 +194,19 @@ func Extent(b, size, bs uint64) int64 {
 	return int64(min(bs, size-min(size, b*bs)))
 }
 
-// Forget drops every local copy of the file's clean bytes: present blocks
-// and inline bytes (the origin changed under them). The caller removes the
-// data file and the records.
-func (d *File) Forget() {
+// Forget drops every local copy of the file's bytes (the origin changed
+// under them; the file has no dirty blocks): the present blocks, which the
+// block cache stops counting, the inline bytes and the data file. The
+// caller deletes the records.
+func (d *File) Forget() error {
 	d.present = map[uint64]bool{}
 	d.inline = nil
+	d.src.Cache.Drop(d.ino)
+	if d.f != nil {
+		_ = d.f.Close()
+		d.f = nil
+	}
+	return d.src.Files.Remove(d.ino)
 }
 
 // PresenceDirty reports whether the present blocks differ from the
@@ -187,16 +230,35 @@ func (d *File) PresenceRecord() []byte {
 	return EncodePresence(d.present)
 }
 
-// Inline returns the inline bytes (nil if none are held); the caller
-// copies them before they outlive its lock.
-func (d *File) Inline() []byte { return d.inline }
+// Persist writes to r what of the file's records differs from the held
+// state: for an inline file its inline bytes (deleted when block 0 is
+// neither present nor dirty), and the presence record. The caller calls
+// Persisted once r's writes are committed.
+func (d *File) Persist(l Layout, r Records) error {
+	if l.Inline() && (d.inlineDirty || d.presenceDirty) {
+		var b []byte
+		if d.present[0] || l.IsDirty(0) {
+			b = slices.Clone(d.inline)
+			if b == nil {
+				b = []byte{}
+			}
+		}
+		if err := r.SetInline(d.ino, b); err != nil {
+			return err
+		}
+	}
+	if d.presenceDirty {
+		return r.SetPresence(d.ino, d.PresenceRecord())
+	}
+	return nil
+}
 
 // SetInline replaces the inline bytes (taken, not copied) and records
 // whether the database lacks them.
 func (d *File) SetInline(b []byte, dirty bool) { d.inline, d.inlineDirty = b, dirty }
 
-// WriteInline writes p at off into the inline bytes, growing them.
-func (d *File) WriteInline(p []byte, off uint64) {
+// writeInline writes p at off into the inline bytes, growing them.
+func (d *File) writeInline(p []byte, off uint64) {
 	end := off + uint64(len(p))
 	if uint64(len(d.inline)) < end {
 		d.inline = append(d.inline, make([]byte, end-uint64(len(d.inline)))...)
@@ -205,15 +267,76 @@ func (d *File) WriteInline(p []byte, off uint64) {
 	d.inlineDirty = true
 }
 
-// TruncateInline cuts the inline bytes to size.
-func (d *File) TruncateInline(size uint64) {
-	if uint64(len(d.inline)) > size {
-		d.inline = d.inline[:size]
+// Write writes p at off into the local bytes: the inline bytes of an
+// inline file, else the data file (created if needed). The caller has made
+// the blocks written dirty.
+func (d *File) Write(l Layout, p []byte, off uint64) error {
+	if l.Inline() {
+		d.writeInline(p, off)
+		return nil
 	}
-	if size == 0 {
-		d.inline = nil
+	f, err := d.OpenData(true)
+	if err != nil {
+		return err
 	}
-	d.inlineDirty = true
+	if _, err := f.WriteAt(p, int64(off)); err != nil {
+		return fmt.Errorf("cache data file: %w", err)
+	}
+	return nil
+}
+
+// MoveInline writes the inline bytes to a data file of their own, created
+// empty, for a file that stops being inline. The caller records that, and
+// then drops the inline bytes (SetInline(nil, false)).
+func (d *File) MoveInline() error {
+	f, err := d.OpenData(true)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("cache data file: %w", err)
+	}
+	if len(d.inline) > 0 {
+		if _, err := f.WriteAt(d.inline, 0); err != nil {
+			return fmt.Errorf("cache data file: %w", err)
+		}
+	}
+	return nil
+}
+
+// Cut shortens the local bytes to size, for a file whose record still has
+// its old size (l.Size(), larger): the blocks wholly past size stop being
+// present (and counted), and the inline bytes or the data file are cut.
+func (d *File) Cut(l Layout, size uint64) error {
+	old := l.Size()
+	keep := (size + d.bs - 1) / d.bs // blocks [0, keep) survive
+	var freed int64
+	for b := range d.present {
+		if b >= keep {
+			freed += d.unpresent(b, old)
+		}
+	}
+	if freed > 0 {
+		d.src.Cache.Add(d.ino, -freed)
+	}
+	if l.Inline() {
+		if uint64(len(d.inline)) > size {
+			d.inline = d.inline[:size]
+		}
+		if size == 0 {
+			d.inline = nil
+		}
+		d.inlineDirty = true
+		return nil
+	}
+	f, err := d.OpenData(false)
+	if err != nil || f == nil {
+		return err
+	}
+	if err := f.Truncate(int64(size)); err != nil {
+		return fmt.Errorf("cache data file: %w", err)
+	}
+	return nil
 }
 
 // DataFile returns the open data file, or nil if it is not open.
@@ -225,7 +348,7 @@ func (d *File) OpenData(create bool) (*os.File, error) {
 	if d.f != nil {
 		return d.f, nil
 	}
-	f, err := d.files.Open(d.ino, create)
+	f, err := d.src.Files.Open(d.ino, create)
 	if err != nil || f == nil {
 		return nil, err
 	}
@@ -243,14 +366,16 @@ func (d *File) NeedsData(l Layout, dirty bool) bool {
 // HasOrigin reports whether the origin file is open.
 func (d *File) HasOrigin() bool { return d.origin != nil }
 
-// OpenOrigin opens the origin file with open, unless it is open.
-func (d *File) OpenOrigin(open func() (OriginFile, error)) error {
-	if d.origin != nil {
+// OpenOrigin opens the origin file in the lower layer, unless it is open
+// or there is none (no lower layer, or no byte of the file reads through
+// to it: its blocks read as zeros). An error wraps ErrOrigin.
+func (d *File) OpenOrigin(ctx context.Context, l Layout) error {
+	if d.origin != nil || d.src.Lower == nil || l.OriginSize() == 0 {
 		return nil
 	}
-	f, err := open()
+	f, err := d.src.Lower.Open(ctx, l.Origin())
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: open %q: %w", ErrOrigin, l.Origin(), err)
 	}
 	d.origin = f
 	return nil
@@ -269,7 +394,7 @@ func (d *File) Close() {
 	}
 }
 
-// ErrOrigin wraps a failure to read the origin file.
+// ErrOrigin wraps a failure to open or read the origin file.
 var ErrOrigin = errors.New("reading the origin in the lower layer")
 
 // ReadRange reads p at off, block by block from where each block's bytes
@@ -312,7 +437,7 @@ func (d *File) ReadOrigin(l Layout, p []byte, off uint64) error {
 		var err error
 		got, err = d.origin.ReadAt(want, int64(off))
 		if err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("%w: %w", ErrOrigin, err)
+			return fmt.Errorf("%w: read %q: %w", ErrOrigin, l.Origin(), err)
 		}
 	}
 	clear(p[got:])
@@ -342,25 +467,37 @@ func (d *File) ReadLocal(l Layout, p []byte, off uint64) error {
 	return nil
 }
 
-// CopyUp reads block b from the origin file, opened with open if it is not
-// open: the bytes to install as the block's copy (up to the origin's
-// size).
-func (d *File) CopyUp(l Layout, b uint64, open func() (OriginFile, error)) ([]byte, error) {
-	if err := d.OpenOrigin(open); err != nil {
-		return nil, err
+// CopyUp copies block b, which reads through to the origin (Source is
+// Lower), from the origin file (opened if it is not open) and installs it
+// (up to the origin's size; zeros after). An error reading the origin
+// wraps ErrOrigin.
+func (d *File) CopyUp(ctx context.Context, l Layout, b uint64) error {
+	if err := d.OpenOrigin(ctx, l); err != nil {
+		return err
 	}
 	start := b * d.bs
 	p := make([]byte, min(d.bs, l.OriginSize()-start))
 	if err := d.ReadOrigin(l, p, start); err != nil {
-		return nil, err
+		return err
 	}
-	return p, nil
+	return d.Install(l, b, p)
 }
 
-// Install stores p as the local bytes of block b and marks it present; it
-// returns the bytes the block cache now counts for it (the block's extent
-// within the file: bytes past p read as zeros).
-func (d *File) Install(l Layout, b uint64, p []byte) (int64, error) {
+// InstallChunk installs p, the bytes of chunk ref fetched for block b,
+// unless the block changed while it was fetched: it is present or dirty,
+// or its chunk is no longer ref.
+func (d *File) InstallChunk(l Layout, b uint64, ref snapshot.BlobRef, p []byte) error {
+	cur, has := l.Chunk(b)
+	if d.present[b] || l.IsDirty(b) || !has || cur != ref {
+		return nil
+	}
+	return d.Install(l, b, p)
+}
+
+// Install stores p as the local bytes of block b and marks it present; the
+// block cache counts its extent within the file (bytes past p read as
+// zeros).
+func (d *File) Install(l Layout, b uint64, p []byte) error {
 	start := b * d.bs
 	extent := min(d.bs, l.Size()-start)
 	buf := p
@@ -375,16 +512,17 @@ func (d *File) Install(l Layout, b uint64, p []byte) (int64, error) {
 		}
 		f, err := d.OpenData(true)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		if _, err := f.WriteAt(buf, int64(start)); err != nil {
-			return 0, fmt.Errorf("cache data file: %w", err)
+			return fmt.Errorf("cache data file: %w", err)
 		}
 	}
 	d.present[b] = true
 	d.presenceDirty = true
 	d.lastFetched = b + 1
-	return int64(len(buf)), nil
+	d.src.Cache.Add(d.ino, int64(len(buf)))
+	return nil
 }
 
 // NoteRead records that a read ended at end and reports whether it began
@@ -402,6 +540,38 @@ func (d *File) RemoteFrom(l Layout, b uint64, n int) []uint64 {
 		}
 	}
 	return todo
+}
+
+// Evict drops the present blocks an eviction may (Evictable): they stop
+// being present, persist records that (the caller's persistence of the
+// presence record), and then they are punched out of the data file and the
+// block cache stops counting them. If persist fails they stay present. A
+// reader that finds a block gone fetches it again; the caller holds the
+// lock readers take, so none reads a punched block as zeros.
+func (d *File) Evict(l Layout, readAhead int, persist func() error) error {
+	drop := d.Evictable(l, readAhead)
+	if len(drop) == 0 {
+		return nil
+	}
+	var freed int64
+	for _, b := range drop {
+		freed += d.unpresent(b, l.Size())
+	}
+	if err := persist(); err != nil {
+		for _, b := range drop {
+			d.present[b] = true
+		}
+		d.presenceDirty = true
+		return err
+	}
+	f, err := d.OpenData(false)
+	if err == nil && f != nil {
+		// A block not punched is not present any more either: a later
+		// fetch overwrites its bytes.
+		err = Punch(f, drop, d.bs)
+	}
+	d.src.Cache.Add(d.ino, -freed)
+	return err
 }
 
 // Evictable returns the present blocks an eviction may drop: all but those
@@ -427,10 +597,15 @@ func (d *File) Evictable(l Layout, readAhead int) []uint64 {
 // CheckInvariants returns what of File's invariants does not hold against
 // l, the file's record: no present block is dirty or wholly past the end,
 // an inline file holds at most block 0 present and no more bytes than its
-// size. The caller holds the record's lock.
+// size, and the block cache counts no more for the file than the extents
+// of its present blocks (it may count less: a block counts its extent when
+// installed, and a file that grows since makes it larger). The caller
+// holds the record's lock.
 func (d *File) CheckInvariants(l Layout) error {
 	size := l.Size()
+	var held int64
 	for b := range d.present {
+		held += d.extent(b, size)
 		switch {
 		case l.IsDirty(b):
 			return fmt.Errorf("file %d: block %d is both present and dirty", d.ino, b)
@@ -442,6 +617,9 @@ func (d *File) CheckInvariants(l Layout) error {
 	}
 	if l.Inline() && uint64(len(d.inline)) > size {
 		return fmt.Errorf("file %d: %d inline bytes for a size of %d", d.ino, len(d.inline), size)
+	}
+	if c := d.src.Cache.Bytes(d.ino); c > held {
+		return fmt.Errorf("file %d: the block cache counts %d bytes, its present blocks hold %d", d.ino, c, held)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package data
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -26,6 +27,23 @@ func (l *testLayout) Chunk(b uint64) (snapshot.BlobRef, bool) {
 	return snapshot.BlobRef{}, l.chunks[b]
 }
 func (l *testLayout) OriginSize() uint64 { return l.origin }
+func (l *testLayout) Origin() string     { return "o" }
+
+// originsFunc is a lower layer that opens every origin with a function.
+type originsFunc func() (OriginFile, error)
+
+func (f originsFunc) Open(context.Context, string) (OriginFile, error) { return f() }
+
+// newSources returns the Sources of a volume of block size bs with a fresh
+// data directory and block cache, over lower (nil: none).
+func newSources(t *testing.T, bs uint64, lower Origins) *Sources {
+	t.Helper()
+	files, err := NewFiles(filepath.Join(t.TempDir(), "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Sources{Files: files, Cache: NewCache(1<<30, nil), Lower: lower, BlockSize: bs}
+}
 
 // origin is an origin file of fixed bytes.
 type origin struct {
@@ -42,15 +60,13 @@ func (o *origin) Close() error { o.closed = true; return nil }
 // present block that is dirty or past the end.
 func TestFileSources(t *testing.T) {
 	const bs = 4
-	files, err := NewFiles(filepath.Join(t.TempDir(), "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &testLayout{size: 14, origin: 10, dirty: map[uint64]bool{}, chunks: map[uint64]bool{1: true}}
-	d := NewFile(files, 7, bs, nil, nil)
-	t.Cleanup(d.Close)
+	ctx := context.Background()
 	src := &origin{Reader: bytes.NewReader([]byte("ABCDEFGHIJKLMNOP"))}
-	open := func() (OriginFile, error) { return src, nil }
+	s := newSources(t, bs, originsFunc(func() (OriginFile, error) { return src, nil }))
+	l := &testLayout{size: 14, origin: 10, dirty: map[uint64]bool{}, chunks: map[uint64]bool{1: true}}
+	d := NewFile(s, 7, nil, nil)
+	t.Cleanup(d.Close)
+	counted := func() int64 { return s.Cache.Counted()[7] }
 
 	want := []Source{Lower, Remote, Lower, Hole}
 	for b, w := range want {
@@ -62,10 +78,10 @@ func TestFileSources(t *testing.T) {
 		t.Errorf("remote blocks %v, want [1]", got)
 	}
 	// Block 1 fetched: its chunk's bytes.
-	if _, err := d.Install(l, 1, []byte("efgh")); err != nil {
+	if err := d.Install(l, 1, []byte("efgh")); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.OpenOrigin(open); err != nil {
+	if err := d.OpenOrigin(ctx, l); err != nil {
 		t.Fatal(err)
 	}
 	p := make([]byte, 14)
@@ -78,12 +94,15 @@ func TestFileSources(t *testing.T) {
 	}
 	// Copy-up of block 2: only the origin's 2 bytes, then zeros to the
 	// block's end.
-	cp, err := d.CopyUp(l, 2, open)
-	if err != nil || string(cp) != "IJ" {
-		t.Fatalf("copy-up of block 2: %q, %v", cp, err)
+	before := counted()
+	if err := d.CopyUp(ctx, l, 2); err != nil {
+		t.Fatalf("copy-up of block 2: %v", err)
 	}
-	if added, err := d.Install(l, 2, cp); err != nil || added != bs {
-		t.Fatalf("install of block 2: %d bytes counted, %v; want %d", added, err, bs)
+	if cp := make([]byte, bs); d.ReadLocal(l, cp, 2*bs) != nil || string(cp) != "IJ\x00\x00" {
+		t.Fatalf("copy-up of block 2: %q", cp)
+	}
+	if added := counted() - before; added != bs {
+		t.Fatalf("install of block 2: %d bytes counted; want %d", added, bs)
 	}
 	l.origin = 0 // the origin is gone: what was copied up stays local
 	if err := d.ReadRange(l, p, 0); err != nil {
@@ -114,11 +133,21 @@ func TestFileSources(t *testing.T) {
 		t.Errorf("present and dirty block: %v", err)
 	}
 	l.dirty[1] = false
+	s.Cache.Add(7, 1)
+	if err := d.CheckInvariants(l); err == nil || !strings.Contains(err.Error(), "block cache counts") {
+		t.Errorf("block cache counting more than the present blocks: %v", err)
+	}
+	s.Cache.Add(7, -1)
 	l.size = 6
 	if err := d.CheckInvariants(l); err == nil || !strings.Contains(err.Error(), "past the end") {
 		t.Errorf("present block past the end: %v", err)
 	}
-	if freed := d.UnpresentFrom(2, 14); freed != bs {
+	l.size, before = 14, counted()
+	if err := d.Cut(l, 8); err != nil {
+		t.Fatal(err)
+	}
+	l.size = 8
+	if freed := before - counted(); freed != bs {
 		t.Errorf("cutting to 2 blocks freed %d bytes, want %d", freed, bs)
 	}
 	if err := d.CheckInvariants(l); err != nil {
@@ -132,14 +161,11 @@ func TestFileSources(t *testing.T) {
 
 // TestFileOriginError: a failed read of the origin wraps ErrOrigin.
 func TestFileOriginError(t *testing.T) {
-	files, err := NewFiles(filepath.Join(t.TempDir(), "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := NewFile(files, 1, 4, nil, nil)
-	l := &testLayout{size: 4, origin: 4}
 	boom := errors.New("boom")
-	if err := d.OpenOrigin(func() (OriginFile, error) { return failing{boom}, nil }); err != nil {
+	s := newSources(t, 4, originsFunc(func() (OriginFile, error) { return failing{boom}, nil }))
+	d := NewFile(s, 1, nil, nil)
+	l := &testLayout{size: 4, origin: 4}
+	if err := d.OpenOrigin(context.Background(), l); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.ReadRange(l, make([]byte, 4), 0); !errors.Is(err, ErrOrigin) || !errors.Is(err, boom) {
@@ -156,14 +182,10 @@ func (f failing) Close() error                      { return nil }
 // and the read-ahead window after it, the block installed last, and dirty
 // blocks.
 func TestFileEvictable(t *testing.T) {
-	files, err := NewFiles(filepath.Join(t.TempDir(), "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := NewFile(files, 3, 4, []uint64{0, 1, 2, 3, 4, 5, 6, 8, 9}, nil)
+	d := NewFile(newSources(t, 4, nil), 3, []uint64{0, 1, 2, 3, 4, 5, 6, 8, 9}, nil)
 	t.Cleanup(d.Close)
 	l := &testLayout{size: 40, dirty: map[uint64]bool{9: true}}
-	if _, err := d.Install(l, 0, []byte("abcd")); err != nil { // installed last
+	if err := d.Install(l, 0, []byte("abcd")); err != nil { // installed last
 		t.Fatal(err)
 	}
 	d.NoteRead(0, 16) // ends in block 4
