@@ -17,22 +17,25 @@ import (
 // fs.OpStats name) the mount c controls served meanwhile.
 func requests(t *testing.T, c *control.Client, op string, f func()) int64 {
 	t.Helper()
-	calls := func() int64 {
-		t.Helper()
-		st, err := c.Status(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range st.FUSE {
-			if o.Op == op {
-				return o.Calls
-			}
-		}
-		return 0
-	}
-	before := calls()
+	before := servedCalls(t, c, op)
 	f()
-	return calls() - before
+	return servedCalls(t, c, op) - before
+}
+
+// servedCalls returns how many FUSE requests of kind op (an fs.OpStats
+// name) the mount c controls has served so far.
+func servedCalls(t *testing.T, c *control.Client, op string) int64 {
+	t.Helper()
+	st, err := c.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range st.FUSE {
+		if o.Op == op {
+			return o.Calls
+		}
+	}
+	return 0
 }
 
 // TestKernelCachingAndInvalidation checks the kernel caching the mount

@@ -2,7 +2,6 @@ package fs_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -44,16 +43,7 @@ func opCounter(t *testing.T, m *fstest.Mount) func(op string) int64 {
 	c := m.Client(t)
 	return func(op string) int64 {
 		t.Helper()
-		st, err := c.Status(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range st.FUSE {
-			if o.Op == op {
-				return o.Calls
-			}
-		}
-		return 0
+		return servedCalls(t, c, op)
 	}
 }
 
