@@ -53,7 +53,10 @@ It is mounted on first use by a mount server process of its own, under
 --state-dir, and synced and unmounted after --idle-timeout without use; the
 next request mounts it again. --max-mounted caps the mounted workspaces (the
 least recently used goes first). The daemon's records, tokens and mounts live
-in --state-dir.
+in --state-dir. An encrypted --store opens with --key-file, AGENTFS_KEY or
+AGENTFS_PASSPHRASE; the daemon reads AGENTFS_TOKEN, AGENTFS_KEY and
+AGENTFS_PASSPHRASE at start and removes them from its environment, so the
+commands it runs never see them.
 
 Every request but GET /healthz needs "Authorization: Bearer TOKEN": the admin
 token, from --token-file or AGENTFS_TOKEN, or else generated on first start
@@ -147,9 +150,13 @@ func runServe(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 		}
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
+	keys, err := daemonKeys(cmd)
+	if err != nil {
+		return err
+	}
 	var srvRef atomic.Pointer[serve.Server]
 	mgr, err := workspace.Open(ctx, workspace.Config{
-		StoreURL: f.store, Keys: volumeKeys(cmd), StateDir: stateDir, IdleTimeout: f.idleTimeout, MaxMounted: f.maxMounted, Logger: log, Backend: backend,
+		StoreURL: f.store, Keys: keys, StateDir: stateDir, IdleTimeout: f.idleTimeout, MaxMounted: f.maxMounted, Logger: log, Backend: backend,
 		OnExpire: func(name string) {
 			if s := srvRef.Load(); s != nil {
 				s.OnExpire(name)

@@ -163,22 +163,36 @@ func TestServeKill9(t *testing.T) {
 	}
 }
 
-// TestServeTokenNotInheritedByCommands: the admin token given in
-// AGENTFS_TOKEN does not reach the environment of the commands the daemon
-// runs (the local backend starts from the daemon's own environment).
-func TestServeTokenNotInheritedByCommands(t *testing.T) {
+// TestServeSecretsNotInheritedByCommands: the admin token (AGENTFS_TOKEN)
+// and the key of the store's encrypted volume (AGENTFS_KEY) given to the
+// daemon in its environment do not reach the environment of the commands
+// it runs (the local backend starts from the daemon's own environment),
+// and the daemon still opens the volume with that key.
+func TestServeSecretsNotInheritedByCommands(t *testing.T) {
 	testenv.NeedFUSE(t)
-	_, c := startServe(t, t.TempDir())
+	base := t.TempDir()
+	url := "file://" + filepath.Join(base, "vol")
+	keyFile := filepath.Join(base, "key")
+	const key = "c2VjcmV0IGtleSBzZWNyZXQga2V5IHNlY3JldCBrZXk="
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AGENTFS_PASSPHRASE", "")
+	if out, _, err := runCLI(t, time.Minute, "init", "--encrypt", "--key-file", keyFile, url); err != nil {
+		t.Fatalf("init --encrypt: %v\n%s", err, out)
+	}
+	t.Setenv("AGENTFS_KEY", key)
+	_, c := startServe(t, base, "--store", url)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, err := c.CreateWorkspace(ctx, api.CreateWorkspace{Name: "w"}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Workspace("w").Exec(ctx, api.ExecRequest{Command: "printenv AGENTFS_TOKEN || echo unset"})
+	res, err := c.Workspace("w").Exec(ctx, api.ExecRequest{Command: "for v in AGENTFS_TOKEN AGENTFS_KEY AGENTFS_PASSPHRASE; do printenv $v || echo unset; done"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.TrimSpace(res.Stdout); got != "unset" {
-		t.Errorf("a command saw AGENTFS_TOKEN=%q", got)
+	if got := strings.Fields(res.Stdout); strings.Join(got, " ") != "unset unset unset" {
+		t.Errorf("a command saw the daemon's secrets: %q (want unset for AGENTFS_TOKEN, AGENTFS_KEY, AGENTFS_PASSPHRASE)", res.Stdout)
 	}
 }

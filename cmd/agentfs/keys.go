@@ -3,6 +3,9 @@ package main
 // The key of an encrypted volume, for every command that opens one.
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/spf13/cobra"
 
 	"github.com/agentfs/agentfs/internal/volkey"
@@ -34,7 +37,31 @@ func keyFile(cmd *cobra.Command) string {
 // The first key found is kept: a command that opens the volume twice asks
 // once.
 func volumeKeys(cmd *cobra.Command) snapshot.KeySource {
-	src := volkey.Default(keyFile(cmd)).Keys()
+	return keepFirst(volkey.Default(keyFile(cmd)).Keys())
+}
+
+// daemonKeys is volumeKeys for a process that runs other people's
+// commands (agentfs serve, whose local backend starts them from its own
+// environment): it reads AGENTFS_KEY and AGENTFS_PASSPHRASE now and removes
+// them from the environment, so that no command it starts inherits the
+// volume's key.
+func daemonKeys(cmd *cobra.Command) (snapshot.KeySource, error) {
+	env := map[string]string{}
+	for _, name := range []string{volkey.EnvKey, volkey.EnvPassphrase} {
+		if v, ok := os.LookupEnv(name); ok {
+			env[name] = v
+			if err := os.Unsetenv(name); err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	}
+	src := volkey.Default(keyFile(cmd))
+	src.Getenv = func(name string) string { return env[name] }
+	return keepFirst(src.Keys()), nil
+}
+
+// keepFirst returns src remembering the first key it gives.
+func keepFirst(src snapshot.KeySource) snapshot.KeySource {
 	var got *snapshot.UserKey
 	return func(passphrase bool) (snapshot.UserKey, error) {
 		if got != nil {

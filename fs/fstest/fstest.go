@@ -71,6 +71,9 @@ func Binary(t testing.TB) string {
 	return build.path
 }
 
+// startDir is the working directory the test binary started in.
+var startDir, _ = os.Getwd()
+
 func buildBinary() (string, error) {
 	dir := filepath.Join(os.TempDir(), "agentfs-fstest-"+strconv.Itoa(os.Getuid()))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -95,6 +98,10 @@ func buildBinary() (string, error) {
 	}
 	args = append(args, "github.com/agentfs/agentfs/cmd/agentfs")
 	cmd := exec.Command("go", args...)
+	// From the directory the test binary started in (its package's, inside
+	// the module): a test may have moved the process elsewhere (an
+	// in-process mount server works in "/").
+	cmd.Dir = startDir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
