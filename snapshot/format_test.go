@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentfs/agentfs/blobstore"
+	"github.com/agentfs/agentfs/blobstore/faulty"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -183,6 +184,45 @@ func TestPackGoldenAndRead(t *testing.T) {
 	missing.Pack = PackID{9}
 	if _, err := r.ReadBlob(ctx, missing); !errors.Is(err, ErrMissing) {
 		t.Fatalf("missing pack: err = %v, want ErrMissing", err)
+	}
+}
+
+// TestHasPack: a pack put is there, one deleted (or never put) is false
+// without an error, and a failing store is an error, not "missing".
+func TestHasPack(t *testing.T) {
+	ctx := context.Background()
+	var fd *faulty.Driver
+	s, err := blobstore.Open(ctx, "mem://", blobstore.Options{
+		Retry:      blobstore.RetryPolicy{MaxAttempts: 1},
+		WrapDriver: func(d blobstore.Driver) blobstore.Driver { fd = faulty.New(d, faulty.Options{}); return fd },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Init(ctx, s, NewConfig(time.Unix(1700000000, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := r.NewPackWriter()
+	w.Add(r.EncodeBlob(BlobData, []byte("agentfs")))
+	if err := r.PutPack(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := r.HasPack(ctx, w.id); !ok || err != nil {
+		t.Errorf("HasPack of a pack put = %v, %v; want true, nil", ok, err)
+	}
+	if ok, err := r.HasPack(ctx, PackID{9}); ok || err != nil {
+		t.Errorf("HasPack of a pack never put = %v, %v; want false, nil", ok, err)
+	}
+	if err := s.Delete(ctx, PackKey(w.id)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := r.HasPack(ctx, w.id); ok || err != nil {
+		t.Errorf("HasPack of a pack deleted = %v, %v; want false, nil", ok, err)
+	}
+	fd.SetDown(true)
+	if ok, err := r.HasPack(ctx, PackID{9}); ok || !errors.Is(err, faulty.ErrDown) {
+		t.Errorf("HasPack with the store down = %v, %v; want false, faulty.ErrDown", ok, err)
 	}
 }
 

@@ -219,6 +219,20 @@ func (r *Repo) PutPack(ctx context.Context, w *PackWriter) error {
 	return nil
 }
 
+// HasPack reports whether pack id is in the store (one Stat). A pack the
+// store does not have is false with a nil error; any other failure of the
+// store is returned, wrapped.
+func (r *Repo) HasPack(ctx context.Context, id PackID) (bool, error) {
+	_, err := r.store.Stat(ctx, PackKey(id))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, blobstore.ErrNotFound):
+		return false, nil
+	}
+	return false, fmt.Errorf("stat pack %s: %w", id, err)
+}
+
 func encodePackFooter(entries []PackEntry) []byte {
 	var e binenc.Encoder
 	e.Uvarint(uint64(len(entries)))

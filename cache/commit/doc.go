@@ -4,7 +4,8 @@
 //   - the Uploader (upload.go): one checkpoint's blobs, packed by type and
 //     uploaded in the background through snapshot.Repo.PutPack, the
 //     captured copy of each dirty block (its generation, its reference or
-//     a hole), and the check that a slow checkpoint's packs survived gc;
+//     a hole), and the check that a slow checkpoint's packs survived gc
+//     (snapshot.Repo.HasPack);
 //   - Gens (gens.go): the write generation of each dirty block, which
 //     decides whether a captured copy is still current;
 //   - the Builder (tree.go): a changed directory's tree, a file's entry
@@ -24,7 +25,9 @@
 // lock order.
 //
 // This package never imports the facade (package cache), fs, overlay,
-// serve or cmd. It takes no lock of the engine: the Uploader's and Gens'
+// serve or cmd, and outside its tests not blobstore: it writes and checks
+// packs through snapshot.Repo (depguard rules cache-commit and
+// cache-commit-code). It takes no lock of the engine: the Uploader's and Gens'
 // mutexes are leaves, and the Builder runs under the namespace lock that
 // its caller holds. Its one error kind, ErrInconsistent, the facade
 // reports as cache.ErrIO.

@@ -2,7 +2,6 @@ package commit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -10,7 +9,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/agentfs/agentfs/blobstore"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -153,8 +151,8 @@ func (u *Uploader) Stats() (puts, bytes int64) { return u.puts.Load(), u.bytes.L
 // CheckPacks, called after Finish, verifies that no pack of a slow
 // checkpoint was collected before its commit: if the checkpoint started
 // more than half of snapshot.UploadGrace before now, it checks that every
-// pack is still in the store (one Stat each), and fails, with an error
-// matching blobstore.ErrNotFound, if one vanished.
+// pack is still in the store (snapshot.Repo.HasPack, one Stat each), and
+// fails, with an error matching snapshot.ErrMissing, if one vanished.
 func (u *Uploader) CheckPacks(ctx context.Context, now time.Time) error {
 	if now.Sub(u.started) <= snapshot.UploadGrace/2 {
 		return nil
@@ -163,11 +161,12 @@ func (u *Uploader) CheckPacks(ctx context.Context, now time.Time) error {
 	packs := u.packs
 	u.mu.Unlock()
 	for _, p := range packs {
-		if _, err := u.repo.Store().Stat(ctx, snapshot.PackKey(p)); err != nil {
-			if errors.Is(err, blobstore.ErrNotFound) {
-				return fmt.Errorf("pack %s vanished before its commit (checkpoint outlived the gc grace period); retrying: %w", p, err)
-			}
+		ok, err := u.repo.HasPack(ctx, p)
+		if err != nil {
 			return err
+		}
+		if !ok {
+			return fmt.Errorf("pack %s vanished before its commit (checkpoint outlived the gc grace period); retrying: %w", p, snapshot.ErrMissing)
 		}
 	}
 	return nil

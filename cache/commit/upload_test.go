@@ -193,8 +193,8 @@ func TestCheckPacks(t *testing.T) {
 	if err := u.CheckPacks(ctx, start.Add(time.Second)); err != nil {
 		t.Errorf("CheckPacks of a fast checkpoint = %v; want nil (nothing checked)", err)
 	}
-	if err := u.CheckPacks(ctx, slow); !errors.Is(err, blobstore.ErrNotFound) {
-		t.Errorf("CheckPacks of a slow checkpoint whose pack vanished = %v; want blobstore.ErrNotFound", err)
+	if err := u.CheckPacks(ctx, slow); !errors.Is(err, snapshot.ErrMissing) {
+		t.Errorf("CheckPacks of a slow checkpoint whose pack vanished = %v; want snapshot.ErrMissing", err)
 	}
 }
 

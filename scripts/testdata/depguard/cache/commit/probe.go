@@ -3,6 +3,7 @@
 package probe
 
 import (
+	_ "github.com/agentfs/agentfs/blobstore"     // depguard: cache-commit-code
 	_ "github.com/agentfs/agentfs/cache"         // depguard: cache-parts
 	_ "github.com/agentfs/agentfs/cache/meta"    // depguard: -
 	_ "github.com/agentfs/agentfs/fs/changefeed" // depguard: cache cache-commit
