@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/agentfs/agentfs/cache/commit"
@@ -320,11 +319,11 @@ type freezeResult struct {
 	linkTable bool
 }
 
-// freeze runs phase B under the namespace lock, in four steps: it
+// freeze runs phase B under the namespace lock, in three steps: it
 // persists the open files' pending attributes (which may add tree marks),
-// captures what the dirty files changed since phase A, chooses the
-// directories whose trees must be rebuilt (deepest first), and encodes
-// those trees and the link table into up.
+// captures what the dirty files changed since phase A, and builds the
+// trees commit.Builder.Plan chooses (the changed directories and their
+// ancestors, deepest first) and the link table into up.
 func (v *Volume) freeze(up *commit.Uploader) (*freezeResult, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -344,24 +343,9 @@ func (v *Volume) freeze(up *commit.Uploader) (*freezeResult, error) {
 			return nil, err
 		}
 	}
-
-	todo, err := v.dirsToRebuild(files)
-	if err != nil {
+	if err := v.buildTrees(v.treeBuilder(up), files, res); err != nil {
 		return nil, err
 	}
-	if todo[meta.LinkTableDir] {
-		res.linkTable = true
-		delete(todo, meta.LinkTableDir)
-	}
-	order, recs, err := v.rebuildOrder(todo)
-	if err != nil {
-		return nil, err
-	}
-	b := v.treeBuilder(up)
-	if err := v.buildTrees(b, order, recs, res); err != nil {
-		return nil, err
-	}
-	res.root = b.Root(recs[RootIno], res.dirs[RootIno])
 	return res, nil
 }
 
@@ -385,133 +369,34 @@ func (v *Volume) persistOpenFiles() error {
 	return nil
 }
 
-// dirsToRebuild returns the directories whose trees a checkpoint must
-// rebuild, besides their ancestors: the marked ones, and the parents of the
-// files with dirty blocks (meta.LinkTableDir for a file of a hard-link
-// group: its names are in the link table). Caller holds v.mu.
-func (v *Volume) dirsToRebuild(files []uint64) (map[uint64]bool, error) {
-	todo := map[uint64]bool{}
-	for dir := range v.dirty.DirMarks() {
-		todo[dir] = true
-	}
-	err := v.db.View(func(txn *meta.Txn) error {
-		for _, ino := range files {
-			r, err := v.recOf(txn, ino)
-			if errors.Is(err, ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			switch {
-			case r.Nlink == 0:
-			case r.LinkID != 0:
-				todo[meta.LinkTableDir] = true
-			case r.Parent != 0:
-				todo[r.Parent] = true
-			}
-		}
-		return nil
-	})
-	return todo, err
-}
-
-// rebuildOrder returns the directories of todo and all their ancestors,
-// deepest first (then by inode number), with their records; the root alone
-// when there are none. A directory deleted since its mark is skipped.
-// Caller holds v.mu.
-func (v *Volume) rebuildOrder(todo map[uint64]bool) ([]uint64, map[uint64]*meta.Inode, error) {
-	depth := map[uint64]int{}
-	var recs map[uint64]*meta.Inode
-	err := v.db.View(func(txn *meta.Txn) error {
-		recs = map[uint64]*meta.Inode{}
-		var walk func(ino uint64) (int, error)
-		walk = func(ino uint64) (int, error) {
-			if d, ok := depth[ino]; ok {
-				return d, nil
-			}
-			r, err := readInode(txn, ino)
-			if err != nil {
-				return 0, err
-			}
-			recs[ino] = r
-			d := 0
-			if ino != RootIno {
-				if r.Parent == 0 {
-					return 0, fmt.Errorf("directory %d has no parent: %w", ino, ErrIO)
-				}
-				pd, err := walk(r.Parent)
-				if err != nil {
-					return 0, err
-				}
-				d = pd + 1
-			}
-			depth[ino] = d
-			return d, nil
-		}
-		for ino := range todo {
-			if _, err := walk(ino); err != nil {
-				if errors.Is(err, ErrNotFound) {
-					continue // deleted directory with a stale mark
-				}
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	order := make([]uint64, 0, len(depth))
-	for ino := range depth {
-		if recs[ino].Type == snapshot.TypeDir {
-			order = append(order, ino)
-		}
-	}
-	if len(order) == 0 {
-		order = append(order, RootIno)
-		if err := v.db.View(func(txn *meta.Txn) error {
-			r, err := readInode(txn, RootIno)
-			recs[RootIno] = r
-			return err
-		}); err != nil {
-			return nil, nil, err
-		}
-	}
-	sort.Slice(order, func(i, j int) bool {
-		if depth[order[i]] != depth[order[j]] {
-			return depth[order[i]] > depth[order[j]]
-		}
-		return order[i] < order[j]
-	})
-	return order, recs, nil
-}
-
 // treeBuilder returns the builder of this checkpoint's trees into up,
 // which reads open files' records from their nodes (recOf).
 func (v *Volume) treeBuilder(up *commit.Uploader) *commit.Builder {
 	return &commit.Builder{Up: up, ChunkSize: v.chunkSize, ReadsThrough: v.readsThrough(), Record: v.recOf}
 }
 
-// buildTrees encodes with b the trees of the directories in order (whose
-// children's trees come before them), recording each in res.dirs, and the
-// link table if res.linkTable (else res keeps the state's). Records found
-// inconsistent are ErrIO. Caller holds v.mu.
-func (v *Volume) buildTrees(b *commit.Builder, order []uint64, recs map[uint64]*meta.Inode, res *freezeResult) error {
+// buildTrees encodes with b, in one read of the records, the trees of the
+// directories that b.Plan chooses for the marked directories and the dirty
+// files, recording each in res.dirs, the root, and the link table if the
+// plan says so (else res keeps the state's). Records found inconsistent
+// are ErrIO. Caller holds v.mu.
+func (v *Volume) buildTrees(b *commit.Builder, files []uint64, res *freezeResult) error {
 	err := v.db.View(func(txn *meta.Txn) error {
-		if err := b.Trees(txn, order, recs, res.dirs); err != nil {
+		p, err := b.Plan(txn, v.dirty.DirMarks(), files)
+		if err != nil {
 			return err
 		}
-		if res.linkTable {
-			ref, err := b.LinkTable(txn)
-			if err != nil {
-				return err
-			}
-			res.links = ref
-		} else {
-			res.links = v.getState().Links
+		if err := b.Trees(txn, p.Order, p.Recs, res.dirs); err != nil {
+			return err
 		}
-		return nil
+		res.root = b.Root(p.Recs[RootIno], res.dirs[RootIno])
+		res.linkTable = p.LinkTable
+		if !res.linkTable {
+			res.links = v.getState().Links
+			return nil
+		}
+		res.links, err = b.LinkTable(txn)
+		return err
 	})
 	if errors.Is(err, commit.ErrInconsistent) {
 		return fmt.Errorf("%w: %w", err, ErrIO)
@@ -520,14 +405,18 @@ func (v *Volume) buildTrees(b *commit.Builder, order []uint64, recs map[uint64]*
 }
 
 // recOf returns the current record of ino: an open file's in-memory one or
-// the stored one. Caller holds v.mu.
-func (v *Volume) recOf(txn *meta.Txn, ino uint64) (*meta.Inode, error) {
+// the stored one; false if it has none. Caller holds v.mu.
+func (v *Volume) recOf(txn *meta.Txn, ino uint64) (*meta.Inode, bool, error) {
 	if n := v.lookupNode(ino); n != nil {
 		n.mu.RLock()
 		defer n.mu.RUnlock()
-		return n.rec.Clone(), nil
+		return n.rec.Clone(), true, nil
 	}
-	return readInode(txn, ino)
+	r, err := readInode(txn, ino)
+	if errors.Is(err, ErrNotFound) {
+		return nil, false, nil
+	}
+	return r, err == nil, err
 }
 
 // heldFile is one file's record and the blocks it holds present, read to

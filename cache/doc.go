@@ -50,9 +50,10 @@
 //     blobs, packed by type and uploaded in the background through
 //     snapshot, and the captured copy of each dirty block), Gens (the
 //     write generation of each dirty block, bumped by writes here) and the
-//     Builder (trees, file entries, the link table and the root, from meta
-//     records; it reads an open file's record back through Builder.Record,
-//     recOf here) and the Capture (a file's dirty blocks read into the
+//     Builder (which directories a checkpoint rebuilds, deepest first:
+//     Builder.Plan; trees, file entries, the link table and the root, from
+//     meta records; it reads an open file's record back through
+//     Builder.Record, recOf here) and the Capture (a file's dirty blocks read into the
 //     Uploader through commit.File, which node implements here, and the
 //     blocks a commit covers). Its ErrInconsistent is reported here as
 //     ErrIO.

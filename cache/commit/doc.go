@@ -8,9 +8,11 @@
 //     (snapshot.Repo.HasPack);
 //   - Gens (gens.go): the write generation of each dirty block, which
 //     decides whether a captured copy is still current;
-//   - the Builder (tree.go): a changed directory's tree, a file's entry
-//     with its captured blocks, the link table and the commit's root, from
-//     meta records read in the caller's transaction;
+//   - the Builder (tree.go, plan.go): which directories a checkpoint
+//     rebuilds (the marked ones, the parents of dirty files, their
+//     ancestors: Plan), a changed directory's tree, a file's entry with its
+//     captured blocks, the link table and the commit's root, from meta
+//     records read in the caller's transaction;
 //   - the Capture (capture.go): reading a file's dirty blocks into the
 //     Uploader, block by block while it may be written (phase A) or whole
 //     under the frozen namespace (phase B), and, once the commit is
@@ -19,8 +21,8 @@
 // The facade (package cache) implements File for its open files (a node:
 // its record and local bytes under its lock) and for a file read from its
 // records; it reads its open files' records for the Builder through
-// Builder.Record. It still runs the checkpoint's phases (which files and
-// directories, the freeze, storing what apply cleaned), the reconciler and
+// Builder.Record. It still runs the checkpoint's phases (which files, the
+// freeze, storing what apply cleaned), the reconciler and
 // history. See cache/checkpoint.go for the phases and cache/doc.go for the
 // lock order.
 //

@@ -43,9 +43,9 @@ type Builder struct {
 	// it.
 	ReadsThrough bool
 	// Record returns the current record of ino, read in txn: an open
-	// file's in-memory record (a private copy) or the stored one. Its
-	// errors are passed on as they are.
-	Record func(txn *meta.Txn, ino uint64) (*meta.Inode, error)
+	// file's in-memory record (a private copy) or the stored one; false
+	// if ino has no record. Its errors are passed on as they are.
+	Record func(txn *meta.Txn, ino uint64) (*meta.Inode, bool, error)
 }
 
 // FileEntry returns the tree entry named name of record r; for a regular
@@ -118,7 +118,10 @@ func (b *Builder) Dir(txn *meta.Txn, r *meta.Inode, built map[uint64]Dir) (Dir, 
 		name := string(it.Item().Key()[len(prefix):])
 		var child uint64
 		_ = it.Item().Value(func(val []byte) error { child = meta.U64(val); return nil })
-		cr, err := b.Record(txn, child)
+		cr, ok, err := b.Record(txn, child)
+		if err == nil && !ok {
+			err = fmt.Errorf("inode %d has no record: %w", child, ErrInconsistent)
+		}
 		if err != nil {
 			return bd, fmt.Errorf("entry %q of directory %d: %w", name, r.Ino, err)
 		}
@@ -190,7 +193,10 @@ func (b *Builder) LinkTable(txn *meta.Txn) (*snapshot.BlobRef, error) {
 		id := meta.U64(it.Item().Key()[1:])
 		var ino uint64
 		_ = it.Item().Value(func(val []byte) error { ino = meta.U64(val); return nil })
-		r, err := b.Record(txn, ino)
+		r, ok, err := b.Record(txn, ino)
+		if err == nil && !ok {
+			err = fmt.Errorf("inode %d has no record: %w", ino, ErrInconsistent)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("hard-link group %x: %w", id, err)
 		}

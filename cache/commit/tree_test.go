@@ -30,10 +30,13 @@ func openDB(t *testing.T) *meta.DB {
 }
 
 // storedRecord is a Builder's Record over stored records alone.
-func storedRecord(txn *meta.Txn, ino uint64) (*meta.Inode, error) {
+func storedRecord(txn *meta.Txn, ino uint64) (*meta.Inode, bool, error) {
 	it, err := txn.Get(meta.Key64(meta.PrefixInode, ino))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, false, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("inode %d: %w", ino, err)
+		return nil, false, fmt.Errorf("inode %d: %w", ino, err)
 	}
 	var r *meta.Inode
 	err = it.Value(func(b []byte) error {
@@ -41,7 +44,7 @@ func storedRecord(txn *meta.Txn, ino uint64) (*meta.Inode, error) {
 		r, derr = meta.DecodeInode(b)
 		return derr
 	})
-	return r, err
+	return r, err == nil, err
 }
 
 // put stores records and, for those with a name, their dentries in dir.

@@ -34,6 +34,9 @@ const (
 	PrefixMeta      = 'm'
 )
 
+// RootIno is the inode number of the volume's root directory.
+const RootIno uint64 = 1
+
 // LinkTableDir is the pseudo-directory whose tree mark means "rewrite the
 // link table".
 const LinkTableDir uint64 = 0
