@@ -39,17 +39,6 @@ import (
 // dirty mark stays: the changes wait in the cache until the store holds
 // the volume again.
 
-// cpStats records the last checkpoint, for Status.
-type cpStats struct {
-	last      time.Time
-	lastDur   time.Duration
-	lastErr   string
-	lastPuts  int64
-	lastBytes int64
-	commits   int64
-	leaseErr  string
-}
-
 func (v *Volume) checkpointLoop() {
 	defer v.wg.Done()
 	interval := v.opts.CheckpointInterval
@@ -155,16 +144,7 @@ func (v *Volume) checkpointLocked(ctx context.Context, kind, message string) (er
 			_ = up.Wait()
 			err = v.keptLocally(err)
 		}
-		v.stateMu.Lock()
-		v.cp.last, v.cp.lastDur = v.now(), v.now().Sub(start)
-		v.cp.lastPuts, v.cp.lastBytes = up.Stats()
-		if err != nil {
-			v.cp.lastErr = err.Error()
-		} else {
-			v.cp.lastErr = ""
-			v.cp.commits++
-		}
-		v.stateMu.Unlock()
+		v.stats.Checkpoint(start, v.now(), up, err)
 	}()
 
 	// Nothing goes to a store that no longer holds this volume.
@@ -465,58 +445,30 @@ func (h *heldFile) release() {
 }
 
 // diverge saves a commit that lost its number to another writer on a new
-// branch, and moves this volume there. Nothing is dropped.
+// branch (commit.Diverge), and moves this volume there, with its lease.
+// Nothing is dropped.
 func (v *Volume) diverge(ctx context.Context, c snapshot.Commit) (snapshot.Commit, error) {
 	st := v.getState()
 	orig := st.Branch
 	if st.DivergedFrom != "" {
 		orig = st.DivergedFrom
 	}
-	for i := 0; ; i++ {
-		name := fmt.Sprintf("%s-conflict-%s", orig, v.now().UTC().Format("20060102-150405"))
-		if i > 0 {
-			name = fmt.Sprintf("%s-%d", name, i)
-		}
-		if len(name) > 100 {
-			name = name[len(name)-100:]
-		}
-		nc := c
-		nc.ID = snapshot.CommitID{Branch: name, Seq: 1}
-		nc.Kind = "diverged"
-		nc.Message = fmt.Sprintf("changes of %s that lost a commit race on %s", st.Writer, st.Branch)
-		err := v.repo.WriteCommit(ctx, nc)
-		if errors.Is(err, snapshot.ErrCommitExists) && i < 20 {
-			continue
-		}
-		if err != nil {
-			return c, fmt.Errorf("save diverged changes: %w", err)
-		}
-		v.log.Warn("another writer committed to this branch; this volume's changes continue on a new branch",
-			"branch", st.Branch, "new_branch", name)
-		// The new branch reuses the trees and chunks of this volume's old
-		// base, which is no longer a branch head: if gc pruned that commit
-		// before the new branch appeared, some of them may be gone.
-		if c.Parent != nil {
-			if _, err := v.repo.ReadCommit(ctx, *c.Parent); errors.Is(err, snapshot.ErrMissing) {
-				v.log.Error("the base of the diverged changes was pruned by gc meanwhile; check the new branch with agentfs fsck",
-					"base", c.Parent.String(), "new_branch", name)
-			}
-		}
-		old := v.lease
-		if v.lease != nil {
-			h := v.lease.Holder()
-			if l, lerr := v.repo.AcquireLease(ctx, name, h, v.opts.LeaseTTL, v.now(), nil); lerr == nil {
-				v.lease = l
-				_ = old.Release(ctx)
-			}
-		}
-		v.stateMu.Lock()
-		v.state.Branch = name
-		v.state.Seq = 0 // apply sets it to the commit's number
-		v.state.DivergedFrom = orig
-		v.stateMu.Unlock()
-		return nc, nil
+	nc, err := commit.Diverge(ctx, v.repo, c, orig, v.now, v.log)
+	if err != nil {
+		return c, err
 	}
+	if old := v.lease; old != nil {
+		if l, lerr := v.repo.AcquireLease(ctx, nc.ID.Branch, old.Holder(), v.opts.LeaseTTL, v.now(), nil); lerr == nil {
+			v.lease = l
+			_ = old.Release(ctx)
+		}
+	}
+	v.stateMu.Lock()
+	v.state.Branch = nc.ID.Branch
+	v.state.Seq = 0 // apply sets it to the commit's number
+	v.state.DivergedFrom = orig
+	v.stateMu.Unlock()
+	return nc, nil
 }
 
 // apply is phase D: it records the chunks and trees commit c covers.

@@ -55,8 +55,10 @@
 //     meta records; it reads an open file's record back through
 //     Builder.Record, recOf here) and the Capture (a file's dirty blocks read into the
 //     Uploader through commit.File, which node implements here, and the
-//     blocks a commit covers). Its ErrInconsistent is reported here as
-//     ErrIO.
+//     blocks a commit covers), the saving of a commit that lost its number
+//     on a new branch (Diverge; moving the volume there, its state and
+//     lease, is here) and the checkpoints' statistics (Stats). Its
+//     ErrInconsistent is reported here as ErrIO.
 //
 // The lower layer of a virtual workspace is an interface here (Lower, in
 // lower.go): overlay.HostDir implements it, and what reading through a
@@ -109,8 +111,9 @@
 // (one file's data state) → Volume.markMu (transactions that write tree
 // marks) → the cache database's own locks (meta.DB's flushMu → mu → rcMu).
 // Volume.nodesMu, stateMu, the dirty set's mutex, data.Cache's mu and
-// cache/commit's (Gens', and the Uploader's, under which Add may wait for
-// an upload slot) are leaves: no other lock is acquired while one is held. Per package:
+// cache/commit's (Gens', Stats', and the Uploader's, under which Add may
+// wait for an upload slot) are leaves: no other lock is acquired while
+// one is held. Per package:
 // cache/data holds evictMu for a whole eviction, during which it calls the
 // Evictor (which takes Volume.mu, node.mu and the database, in that order),
 // and never calls out with its mu held; cache/meta takes no lock of the

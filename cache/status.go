@@ -53,10 +53,9 @@ func (v *Volume) Status(ctx context.Context) (Status, error) {
 	if v.blocks != nil {
 		s.CacheBytes = v.blocks.Used()
 	}
-	v.stateMu.Lock()
-	s.LastCheckpoint, s.LastCheckpointDur, s.LastError = v.cp.last, v.cp.lastDur, v.cp.lastErr
-	s.LastPuts, s.LastUploadBytes, s.Commits, s.LeaseError = v.cp.lastPuts, v.cp.lastBytes, v.cp.commits, v.cp.leaseErr
-	v.stateMu.Unlock()
+	cp := v.stats.Report()
+	s.LastCheckpoint, s.LastCheckpointDur, s.LastError = cp.Last, cp.LastDur, cp.LastErr
+	s.LastPuts, s.LastUploadBytes, s.Commits, s.LeaseError = cp.Puts, cp.Bytes, cp.Commits, cp.LeaseErr
 	if v.lease != nil {
 		h := v.lease.Holder()
 		s.Lease = &h

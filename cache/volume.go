@@ -125,7 +125,7 @@ type Volume struct {
 	fetches  singleflight.Group // tree loads, once for concurrent callers
 	fetch    *data.Fetcher      // chunk fetches and the read-ahead bound
 	blocks   *data.Cache        // clean blocks' accounting and eviction (set at the end of open)
-	cp       cpStats            // guarded by stateMu
+	stats    commit.Stats       // checkpoints and lease renewals, for Status
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -587,13 +587,9 @@ func (v *Volume) leaseLoop() {
 		if err != nil && v.ctx.Err() == nil {
 			err = v.keptLocally(err)
 			v.log.Warn("renewing writer lease failed", "err", err)
-			v.stateMu.Lock()
-			v.cp.leaseErr = err.Error()
-			v.stateMu.Unlock()
+			v.stats.Lease(err)
 		} else if err == nil {
-			v.stateMu.Lock()
-			v.cp.leaseErr = ""
-			v.stateMu.Unlock()
+			v.stats.Lease(nil)
 		}
 	}
 }

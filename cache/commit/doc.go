@@ -16,7 +16,11 @@
 //   - the Capture (capture.go): reading a file's dirty blocks into the
 //     Uploader, block by block while it may be written (phase A) or whole
 //     under the frozen namespace (phase B), and, once the commit is
-//     written, which captured blocks it covers in a file's record (Clean).
+//     written, which captured blocks it covers in a file's record (Clean);
+//   - Diverge (diverge.go): a commit that lost its number to another
+//     writer, saved as the first commit of a new branch;
+//   - Stats (stats.go): what the last checkpoint and lease renewal did,
+//     for the volume's status.
 //
 // The facade (package cache) implements File for its open files (a node:
 // its record and local bytes under its lock) and for a file read from its
@@ -29,8 +33,8 @@
 // This package never imports the facade (package cache), fs, overlay,
 // serve or cmd, and outside its tests not blobstore: it writes and checks
 // packs through snapshot.Repo (depguard rules cache-commit and
-// cache-commit-code). It takes no lock of the engine: the Uploader's and Gens'
-// mutexes are leaves, and the Builder runs under the namespace lock that
-// its caller holds. Its one error kind, ErrInconsistent, the facade
-// reports as cache.ErrIO.
+// cache-commit-code). It takes no lock of the engine: the Uploader's,
+// Gens' and Stats' mutexes are leaves, and the Builder runs under the
+// namespace lock that its caller holds. Its one error kind,
+// ErrInconsistent, the facade reports as cache.ErrIO.
 package commit
