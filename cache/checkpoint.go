@@ -507,35 +507,11 @@ func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *commit.Uploader
 	// The directories' new trees; marks the commit covers are cleared in
 	// the same transaction as the tree they describe.
 	err := v.db.View(func(txn *meta.Txn) error {
-		for ino, bd := range res.dirs {
-			r, err := readInode(txn, ino)
-			if errors.Is(err, ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			r.Tree, r.SubFiles, r.SubBytes = bd.Ref, bd.SubFiles, bd.SubBytes
-			rec := meta.EncodeInode(r)
-			done := covered(ino)
-			wb.op(func(t *meta.Txn) error {
-				if err := t.Set(meta.Key64(meta.PrefixInode, ino), rec); err != nil {
-					return err
-				}
-				if done {
-					return meta.ClearMark(t, d, ino)
-				}
-				return nil
-			})
-		}
-		return nil
+		return v.treeBuilder(up).ApplyTrees(txn, res.dirs, res.linkTable, covered, d, wb.op)
 	})
 	if err != nil {
 		wb.txn.Discard()
 		return err
-	}
-	if res.linkTable && covered(meta.LinkTableDir) {
-		wb.op(func(t *meta.Txn) error { return meta.ClearMark(t, d, meta.LinkTableDir) })
 	}
 	v.stateMu.Lock()
 	v.state.Seq = c.ID.Seq
@@ -562,22 +538,9 @@ func (v *Volume) applyFile(wb *batch, d *meta.Delta, ino uint64, blocks []uint64
 	}
 	defer h.release()
 	n, r, present := h.n, h.r, h.present
-	changed, cached := cp.Clean(r, present, blocks)
-	if !changed {
+	write, cached := cp.Cover(r, present, blocks)
+	if write == nil {
 		return nil
-	}
-	rec := meta.EncodeInode(r)
-	pres := data.EncodePresence(present)
-	write := func(t *meta.Txn, d *meta.Delta) error {
-		if err := t.Set(meta.Key64(meta.PrefixInode, ino), rec); err != nil {
-			return err
-		}
-		if len(r.Dirty) == 0 {
-			if err := meta.SetFileDirty(t, d, ino, false); err != nil {
-				return err
-			}
-		}
-		return t.Set(meta.Key64(meta.PrefixPresence, ino), pres)
 	}
 	if n != nil {
 		// Its own transaction, committed before the file's lock is

@@ -49,16 +49,17 @@
 //     need only records and the store: the Uploader (one checkpoint's
 //     blobs, packed by type and uploaded in the background through
 //     snapshot, and the captured copy of each dirty block), Gens (the
-//     write generation of each dirty block, bumped by writes here) and the
+//     write generation of each dirty block, bumped by writes here), the
 //     Builder (which directories a checkpoint rebuilds, deepest first:
-//     Builder.Plan; trees, file entries, the link table and the root, from
-//     meta records; it reads an open file's record back through
-//     Builder.Record, recOf here) and the Capture (a file's dirty blocks read into the
-//     Uploader through commit.File, which node implements here, and the
-//     blocks a commit covers), the saving of a commit that lost its number
-//     on a new branch (Diverge; moving the volume there, its state and
-//     lease, is here) and the checkpoints' statistics (Stats). Its
-//     ErrInconsistent is reported here as ErrIO.
+//     Plan; trees, file entries, the link table and the root, from meta
+//     records; it reads an open file's record back through Record, recOf
+//     here; the rebuilt directories' records apply writes: ApplyTrees),
+//     the Capture (a file's dirty blocks read into the Uploader through
+//     commit.File, which node implements here; the blocks a commit covers
+//     and the records apply writes for them: Clean, Cover), Diverge (a
+//     commit that lost its number saved on a new branch; moving the volume
+//     there, its state and lease, is here) and Stats (the checkpoints'
+//     figures for Status). Its ErrInconsistent is reported here as ErrIO.
 //
 // The lower layer of a virtual workspace is an interface here (Lower, in
 // lower.go): overlay.HostDir implements it, and what reading through a
@@ -76,9 +77,10 @@
 // under one lock; of fetching, write-back and truncation what needs the
 // namespace: the record's dirty marks, size and times, its persistence
 // before bytes land, the locks), and the rest of the committer: a
-// checkpoint's phases, which files a capture reads, the freeze and the
-// storing of what apply cleaned (checkpoint.go), the reconciler
-// (reconcile.go) and history (history.go).
+// checkpoint's phases, which files a capture reads, the freeze, and in
+// apply the holding of each file (holdFile), the batches and markMu
+// (checkpoint.go), the reconciler (reconcile.go) and history
+// (history.go).
 //
 // The namespace lock (Volume.mu) stays one lock after the split, for these
 // reasons. Every namespace change (mop) runs whole under it, exclusively,

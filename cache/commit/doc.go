@@ -16,7 +16,11 @@
 //   - the Capture (capture.go): reading a file's dirty blocks into the
 //     Uploader, block by block while it may be written (phase A) or whole
 //     under the frozen namespace (phase B), and, once the commit is
-//     written, which captured blocks it covers in a file's record (Clean);
+//     written, which captured blocks it covers in a file's record (Clean)
+//     and the write that stores that (Cover, apply.go);
+//   - phase D's directories (Builder.ApplyTrees, apply.go): the built
+//     trees written into their directories' records, with the tree marks
+//     the commit covers cleared in the same write;
 //   - Diverge (diverge.go): a commit that lost its number to another
 //     writer, saved as the first commit of a new branch;
 //   - Stats (stats.go): what the last checkpoint and lease renewal did,
@@ -26,8 +30,8 @@
 // its record and local bytes under its lock) and for a file read from its
 // records; it reads its open files' records for the Builder through
 // Builder.Record. It still runs the checkpoint's phases (which files, the
-// freeze, storing what apply cleaned), the reconciler and
-// history. See cache/checkpoint.go for the phases and cache/doc.go for the
+// freeze, holding each file and batching apply's writes under the
+// namespace and mark locks), the reconciler and history. See cache/checkpoint.go for the phases and cache/doc.go for the
 // lock order.
 //
 // This package never imports the facade (package cache), fs, overlay,
