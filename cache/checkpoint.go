@@ -378,6 +378,12 @@ func (v *Volume) buildTrees(b *commit.Builder, files []uint64, res *freezeResult
 		res.links, err = b.LinkTable(txn)
 		return err
 	})
+	return inconsistentErr(err)
+}
+
+// inconsistentErr reports cache/commit's ErrInconsistent (records that
+// contradict each other) as ErrIO; other errors are returned as they are.
+func inconsistentErr(err error) error {
 	if errors.Is(err, commit.ErrInconsistent) {
 		return fmt.Errorf("%w: %w", err, ErrIO)
 	}

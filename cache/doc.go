@@ -58,8 +58,15 @@
 //     commit.File, which node implements here; the blocks a commit covers
 //     and the records apply writes for them: Clean, Cover), Diverge (a
 //     commit that lost its number saved on a new branch; moving the volume
-//     there, its state and lease, is here) and Stats (the checkpoints'
-//     figures for Status). Its ErrInconsistent is reported here as ErrIO.
+//     there, its state and lease, is here), Stats (the checkpoints'
+//     figures for Status) and the Reconciler (another commit's link table
+//     and tree applied to the live namespace, on a switch, a restore or a
+//     read-only volume's follow: the walk of the trees and the records it
+//     writes; what it needs beyond records it asks through commit.Live,
+//     which reconcile.go implements here: inode numbers, the lower's
+//     listings, a file brought to its new entry with its local bytes and
+//     a pinned file's refill, an open file made an orphan, the data of a
+//     dropped inode). Its ErrInconsistent is reported here as ErrIO.
 //
 // The lower layer of a virtual workspace is an interface here (Lower, in
 // lower.go): overlay.HostDir implements it, and what reading through a
@@ -79,8 +86,8 @@
 // before bytes land, the locks), and the rest of the committer: a
 // checkpoint's phases, which files a capture reads, the freeze, and in
 // apply the holding of each file (holdFile), the batches and markMu
-// (checkpoint.go), the reconciler (reconcile.go) and history
-// (history.go).
+// (checkpoint.go), the switch to a commit, the reconciler's commit.Live
+// and following a branch (reconcile.go), and history (history.go).
 //
 // The namespace lock (Volume.mu) stays one lock after the split, for these
 // reasons. Every namespace change (mop) runs whole under it, exclusively,

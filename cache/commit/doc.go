@@ -1,6 +1,7 @@
 // Package commit is the committer of the engine (cache.Volume): what turns
-// the local changes of a volume into a commit. So far it holds the parts
-// that need only records and the store:
+// the local changes of a volume into a commit, and another commit into
+// the live namespace. So far it holds the parts that need only records and
+// the store, and the reconciler, which reaches the rest through Live:
 //   - the Uploader (upload.go): one checkpoint's blobs, packed by type and
 //     uploaded in the background through snapshot.Repo.PutPack, the
 //     captured copy of each dirty block (its generation, its reference or
@@ -24,21 +25,30 @@
 //   - Diverge (diverge.go): a commit that lost its number to another
 //     writer, saved as the first commit of a new branch;
 //   - Stats (stats.go): what the last checkpoint and lease renewal did,
-//     for the volume's status.
+//     for the volume's status;
+//   - the Reconciler (reconcile.go): another commit's link table and tree
+//     applied to the live namespace (switch, restore, follow), keeping
+//     every inode number of a path that stays, and what the kernel must
+//     be told; it reaches what is not records (inode numbers, the lower's
+//     listings, the open files, the data side) through Live.
 //
 // The facade (package cache) implements File for its open files (a node:
 // its record and local bytes under its lock) and for a file read from its
 // records; it reads its open files' records for the Builder through
-// Builder.Record. It still runs the checkpoint's phases (which files, the
-// freeze, holding each file and batching apply's writes under the
-// namespace and mark locks), the reconciler and history. See cache/checkpoint.go for the phases and cache/doc.go for the
+// Builder.Record. It also implements Live for the Reconciler. It still runs
+// the checkpoint's phases (which files, the freeze, holding each file and
+// batching apply's writes under the namespace and mark locks), the
+// switch (the namespace lock around Reconcile, the marks cleared after
+// it) and history. See cache/checkpoint.go for the phases and cache/doc.go for the
 // lock order.
 //
 // This package never imports the facade (package cache), fs, overlay,
 // serve or cmd, and outside its tests not blobstore: it writes and checks
 // packs through snapshot.Repo (depguard rules cache-commit and
 // cache-commit-code). It takes no lock of the engine: the Uploader's,
-// Gens' and Stats' mutexes are leaves, and the Builder runs under the
-// namespace lock that its caller holds. Its one error kind,
+// Gens' and Stats' mutexes are leaves, and the Builder and the Reconciler
+// run under the namespace lock that their caller holds (the Live methods
+// take what comes after it in the facade's lock order: a file's lock, the
+// mark lock). Its one error kind,
 // ErrInconsistent, the facade reports as cache.ErrIO.
 package commit
