@@ -157,11 +157,13 @@ func (v *Volume) refillPinned(n *node, chunks map[uint64][]byte) error {
 }
 
 // AdoptPinned takes the data file of pinned open file ino as the truth for
-// every block not already dirty: present blocks and holes alike become
-// dirty, so the next checkpoint captures the bytes the data file holds now
-// (a hole written to is no longer zeros). Call it when a writer could have
-// changed the data file behind the engine (a shared writable mmap through
-// a passthrough handle).
+// every block: present blocks and holes become dirty, and every block
+// (dirty before or not) gets a new write generation, so that the next
+// checkpoint captures the bytes the data file holds now (a hole written to
+// is no longer zeros) and a checkpoint that captured a block before this
+// call does not mark it clean. Call it when a writer could have changed
+// the data file behind the engine (a shared writable mmap through a
+// passthrough handle).
 func (v *Volume) AdoptPinned(ctx context.Context, ino uint64) error {
 	n, err := v.openNode(ino)
 	if err != nil {
@@ -173,17 +175,21 @@ func (v *Volume) AdoptPinned(ctx context.Context, ino uint64) error {
 		return nil
 	}
 	l := n.layout()
-	adopted := false
+	dirtied := false
 	for b := uint64(0); b*v.chunkSize < n.rec.Size; b++ {
 		// A pinned file is whole locally: each block is local or a hole.
-		if s := n.d.Source(l, b); n.rec.IsDirty(b) || (s != data.Local && s != data.Hole) {
+		if s := n.d.Source(l, b); !n.rec.IsDirty(b) && s != data.Local && s != data.Hole {
 			continue
 		}
-		v.dirtyBlock(n, b)
+		if !n.rec.IsDirty(b) {
+			v.dirtyBlock(n, b)
+			dirtied = true
+		}
+		// Even a block dirty already: a checkpoint may hold a capture of
+		// it older than the data file's bytes.
 		v.gens.Bump(n.ino, b)
-		adopted = true
 	}
-	if !adopted {
+	if !dirtied {
 		return nil
 	}
 	v.markModified(n.rec)

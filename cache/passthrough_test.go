@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentfs/agentfs/cache/commit"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -183,5 +184,80 @@ func TestAdoptPinned(t *testing.T) {
 		for _, off := range []int{bs + 10, 3*bs + 20} {
 			t.Errorf("at %d: %q, want %q", off, got[off:off+6], want[off:off+6])
 		}
+	}
+}
+
+// TestAdoptPinnedDuringCheckpoint: a mapping's write into a block already
+// dirty, adopted (the writer's fsync) between a checkpoint's capture of the
+// block's older bytes and its apply, stays dirty and reaches the store: the
+// adoption bumps the block's generation, so apply does not mark it clean.
+func TestAdoptPinnedDuringCheckpoint(t *testing.T) {
+	url := testStoreURL(t)
+	initVolume(t, url)
+	ctx := context.Background()
+	v := openVolume(t, url, "")
+	bs := int(v.chunkSize)
+	base := bytes.Repeat([]byte("base"), 2*bs/4)
+	a := writeFile(t, v, RootIno, "f", base)
+	if err := v.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Open(ctx, a.Ino, false); err != nil {
+		t.Fatal(err)
+	}
+	f, err := v.PinLocal(a.Ino, false)
+	if err != nil || f == nil {
+		t.Fatalf("pin: %v, %v", f, err)
+	}
+	// A write(2) through the engine: block 0 dirty (B1).
+	if _, err := v.Write(ctx, a.Ino, []byte("B1B1B1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Clone(base)
+	copy(want, "B2B2B2")
+
+	// A checkpoint, by hand, with a mapping write + fsync between its
+	// capture and its apply (checkpointLocked's steps).
+	v.cpMu.Lock()
+	up := commit.NewUploader(ctx, v.repo, v.opts.UploadConcurrency, v.now())
+	if err := v.captureFile(v.capture(up), a.Ino, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("B2B2B2"), 0); err != nil { // the mapping
+		t.Fatal(err)
+	}
+	if err := v.AdoptPinned(ctx, a.Ino); err != nil { // the writer's fsync
+		t.Fatal(err)
+	}
+	res, err := v.freeze(up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := up.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	st := v.getState()
+	c := snapshot.Commit{ID: snapshot.CommitID{Branch: st.Branch, Seq: st.Seq + 1}, Parent: &snapshot.CommitID{Branch: st.Branch, Seq: st.Seq},
+		Root: res.root, Links: res.links, Time: v.now().UTC(), Kind: "checkpoint", Writer: st.Writer}
+	if err := v.repo.WriteCommit(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.apply(c, res, up); err != nil {
+		t.Fatal(err)
+	}
+	v.cpMu.Unlock()
+
+	v.Unpin(a.Ino)
+	f.Close()
+	if err := v.Release(ctx, a.Ino); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v = openVolume(t, url, "")
+	a = must[Attr](t)(v.Lookup(ctx, RootIno, "f"))
+	if got := readFile(t, v, a.Ino); !bytes.Equal(got[:6], want[:6]) {
+		t.Errorf("fresh cache after an fsync'd mapping write: %q, want %q", got[:6], want[:6])
 	}
 }
