@@ -129,6 +129,17 @@ func (fsys *filesystem) open(ctx context.Context, h *handle, flags uint32) (gofs
 	return ph, out, 0
 }
 
+// passthroughOpen reports whether ino has passthrough handles open: then
+// every handle of it is one (the kernel's io modes exclude each other), so
+// a WRITE of ino comes through a passthrough writer, an FOPEN_DIRECT_IO
+// handle.
+func (fsys *filesystem) passthroughOpen(ino uint64) bool {
+	fsys.io.mu.Lock()
+	defer fsys.io.mu.Unlock()
+	m := fsys.io.m[ino]
+	return m != nil && m.pt > 0
+}
+
 // drop forgets m, the mode of ino, if it holds nothing. Caller holds
 // fsys.io.mu.
 func (fsys *filesystem) drop(ino uint64, m *ioMode) {

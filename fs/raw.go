@@ -44,19 +44,20 @@ func (r *rawFS) Writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byte) 
 }
 
 // afterWrite applies FUSE_WRITE_KILL_SUIDGID (a caller without
-// CAP_FSETID: the set-user-ID bits and the capabilities go). On a mount
-// with Tuning.DirectWrite it also drops the capabilities after every other
-// write: the kernel skips its own privilege check (file_remove_privs) for
-// an FOPEN_DIRECT_IO write and sets the flag only for unprivileged
-// callers, so a write by root would otherwise keep a file's capabilities,
-// which ext4 removes whoever writes. That costs a look-up of the attribute
-// per WRITE on such mounts.
+// CAP_FSETID: the set-user-ID bits and the capabilities go). For a write
+// through an FOPEN_DIRECT_IO handle (every handle on a mount with
+// Tuning.DirectWrite, a passthrough writer on any mount) it also drops the
+// capabilities after every other write: the kernel skips its own privilege
+// check (file_remove_privs) for such a write and sets the flag only for
+// unprivileged callers, so a write by root would otherwise keep a file's
+// capabilities, which ext4 removes whoever writes. That costs a look-up of
+// the attribute per such WRITE.
 func (r *rawFS) afterWrite(in *fuse.WriteIn) fuse.Status {
 	ctx := context.Background()
 	switch {
 	case in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0:
 		return fuse.Status(r.fsys.killPriv(ctx, in.NodeId, &in.Caller))
-	case r.fsys.directWr:
+	case r.fsys.directWr || r.fsys.passthroughOpen(in.NodeId):
 		return fuse.Status(r.fsys.toErrno("kill-caps", in.NodeId, r.fsys.dropCaps(ctx, in.NodeId)))
 	}
 	return fuse.OK
@@ -84,9 +85,14 @@ func (fsys *filesystem) killPriv(ctx context.Context, ino uint64, c *fuse.Caller
 	return fsys.toErrno("kill-suid", ino, err)
 }
 
-// dropCaps removes ino's file capabilities, if any.
+// dropCaps removes ino's file capabilities, if any. It looks first, under
+// a shared read: a file without them (nearly every file) costs no
+// exclusive namespace change.
 func (fsys *filesystem) dropCaps(ctx context.Context, ino uint64) error {
-	err := fsys.vol.RemoveXattr(ctx, ino, capabilityXattr)
+	_, err := fsys.vol.GetXattr(ctx, ino, capabilityXattr)
+	if err == nil {
+		err = fsys.vol.RemoveXattr(ctx, ino, capabilityXattr)
+	}
 	if errors.Is(err, cache.ErrNoAttr) {
 		return nil
 	}

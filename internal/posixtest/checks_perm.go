@@ -1,6 +1,7 @@
 package posixtest
 
 import (
+	"bytes"
 	"maps"
 	"slices"
 	"strconv"
@@ -147,7 +148,10 @@ func checkKillPrivData(t *testing.T, dir string) {
 
 // checkKillPrivCaps (root): a write or truncate removes the file's
 // capabilities (security.capability), whoever the caller, as on ext4 —
-// unlike the set-user-ID bits, CAP_FSETID does not keep them.
+// unlike the set-user-ID bits, CAP_FSETID does not keep them; also a write
+// while another descriptor holds the file read-only (on a FUSE passthrough
+// mount that open makes the writer a passthrough, direct-io handle, for
+// which the kernel skips its own privilege check).
 func checkKillPrivCaps(t *testing.T, dir string) {
 	needRoot(t, "setting file capabilities")
 	ok(t, "chmod", unix.Chmod(dir, 0o711))
@@ -156,7 +160,9 @@ func checkKillPrivCaps(t *testing.T, dir string) {
 	caps := []byte{1, 0, 0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 	withCaps := func(name string) string {
 		p := join(dir, name)
-		writeFile(t, p, []byte("program"), 0o777)
+		// Larger than a file whose bytes a cache keeps inline, so that a
+		// passthrough mount can give it a backing file.
+		writeFile(t, p, bytes.Repeat([]byte("program"), 20000), 0o777)
 		ok(t, "chmod", unix.Chmod(p, 0o777))
 		ok(t, "setxattr security.capability on "+name, unix.Setxattr(p, "security.capability", caps, 0))
 		return p
@@ -172,6 +178,15 @@ func checkKillPrivCaps(t *testing.T, dir string) {
 	closeFD(t, &fd)
 	ok(t, "write as root", err)
 	gone("after a write by root", p)
+
+	p = withCaps("root-write-under-reader")
+	rd := open(t, p, unix.O_RDONLY, 0)
+	fd = open(t, p, unix.O_WRONLY, 0)
+	_, err = unix.Pwrite(fd, []byte("x"), 0)
+	closeFD(t, &fd)
+	ok(t, "write as root while another fd reads", err)
+	gone("after a write by root while another fd holds the file read-only", p)
+	closeFD(t, &rd)
 
 	p = withCaps("root-truncate")
 	ok(t, "truncate as root", unix.Truncate(p, 3))
