@@ -9,15 +9,17 @@ import (
 	"github.com/agentfs/agentfs/cache/meta"
 )
 
-// This file is the namespace's half of the block cache: the accounting and
-// the eviction policy are data.Cache's; what dropping one file's clean
-// blocks means for its records and its open node is here (fileEvictor).
+// This file is the namespace's half of the block cache: the accounting,
+// the eviction policy and loop are data.Cache's, and what of one file's
+// local data an eviction drops, and in which order, data.File.Evict's and
+// data.Sources.EvictClosed's; which file is open, its locks and where its
+// records are is here (fileEvictor).
 
 // loadBlockCache rebuilds the block cache's accounting from the presence
 // records: each present block counts its extent within its file, as when
 // it was installed (a file whose record is gone counts nothing).
 func (v *Volume) loadBlockCache() error {
-	c := data.NewCache(v.opts.CacheSize, fileEvictor{v})
+	c := data.NewCache(v.opts.CacheSize, fileEvictor{v}, v.log)
 	err := v.db.View(func(txn *meta.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{meta.PrefixPresence}, PrefetchValues: true})
 		defer it.Close()
@@ -49,55 +51,43 @@ func (v *Volume) loadBlockCache() error {
 	return nil
 }
 
-// evictLoop runs the block cache's eviction until the volume closes.
-func (v *Volume) evictLoop() {
-	defer v.wg.Done()
-	v.blocks.Run(v.ctx, v.evictFailed)
-}
-
-// evict evicts now, in the caller (a reader that outran the evict loop).
-func (v *Volume) evict() { v.blocks.Evict(v.ctx, v.evictFailed) }
-
-func (v *Volume) evictFailed(ino uint64, err error) {
-	v.log.Warn("cache eviction failed", "ino", ino, "err", err)
-}
-
 // fileEvictor drops one file's clean blocks for the block cache.
 type fileEvictor struct{ v *Volume }
 
 // EvictFile drops the clean blocks of file ino: of its open node (see
-// evictOpen), or of its records and data file when it is not open.
+// open), or of its records and data file when it is not open (see closed).
 func (e fileEvictor) EvictFile(ino uint64) error {
 	v := e.v
 	if n := v.holdNode(ino); n != nil {
-		return errors.Join(v.evictOpen(n), v.releaseNode(n))
+		return errors.Join(e.open(n), v.releaseNode(n))
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.lookupNode(ino) == nil {
-		return v.evictIno(ino)
+		return e.closed(ino)
 	}
 	return nil
 }
 
-// evictOpen drops the clean blocks of open file n except those its readers
-// are about to use (data.File.Evict). A reader that still finds a block
-// gone fetches it again: readers look at the present blocks under n.mu,
-// which this holds exclusively, so none ever reads a punched block as
-// zeros. The presence is persisted before the blocks are punched, so that
+// open drops the clean blocks of open file n except those its readers
+// are about to use (data.File.Evict; none of a file pinned for
+// passthrough, whose data file the kernel reads). A reader that still
+// finds a block gone fetches it again: readers look at the present blocks
+// under n.mu, which this holds exclusively, so none ever reads a punched
+// block as zeros. The presence is persisted before the blocks are punched, so that
 // no crash leaves a block recorded present that reads as zeros.
-func (v *Volume) evictOpen(n *node) error {
+func (e fileEvictor) open(n *node) error {
+	v := e.v
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.pins > 0 {
-		return nil // a pinned file's data file is read by the kernel (passthrough.go)
-	}
-	return n.d.Evict(n.layout(), v.opts.ReadAhead, func() error { return v.persistNode(n) })
+	return n.d.Evict(n.Layout(), v.opts.ReadAhead, func() error { return v.persistNode(n) })
 }
 
-// evictIno drops the clean blocks of a file that is not open. Caller holds
-// v.mu exclusively, so no node can appear meanwhile.
-func (v *Volume) evictIno(ino uint64) error {
+// closed drops the clean blocks of a file that is not open
+// (data.Sources.EvictClosed: its records first, in one transaction).
+// Caller holds v.mu exclusively, so no node can appear meanwhile.
+func (e fileEvictor) closed(ino uint64) error {
+	v := e.v
 	var rec *meta.Inode
 	var present []uint64
 	err := v.db.View(func(txn *meta.Txn) error {
@@ -119,20 +109,7 @@ func (v *Volume) evictIno(ino uint64) error {
 	if err != nil {
 		return err
 	}
-	// The presence goes first: a crash in between leaves clean bytes of
-	// blocks not recorded present (fetched again when read), never a block
-	// recorded present that reads as zeros. An inline file's clean bytes
-	// are its inline record.
-	err = v.db.Update(func(txn *meta.Txn) error {
-		if rec.Inline && !rec.IsDirty(0) {
-			if err := txn.Delete(meta.Key64(meta.PrefixInline, ino)); err != nil {
-				return err
-			}
-		}
-		return txn.Delete(meta.Key64(meta.PrefixPresence, ino))
+	return v.data.EvictClosed(ino, layout{rec}, present, func(fn func(data.Records) error) error {
+		return v.db.Update(func(txn *meta.Txn) error { return fn(records{txn}) })
 	})
-	if err != nil {
-		return err
-	}
-	return v.data.EvictClosed(ino, rec.Inline, len(rec.Dirty) > 0, present)
 }

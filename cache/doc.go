@@ -20,21 +20,27 @@
 // lock order (issue 16); Volume stays the facade that fs/ calls. Split off
 // so far:
 //   - cache/data, the data side: the data files, the block cache's
-//     accounting and eviction policy, chunk fetches (once for concurrent
-//     readers) and the read-ahead bound, the presence record's encoding,
-//     and data.File, an open file's local data state (present blocks,
-//     local bytes, its origin file in the lower layer) with where each
-//     block's bytes come from (dirty or present, the store, the lower, a
-//     hole), reading and writing them, installing fetched and copied-up
-//     blocks, cutting them (truncation), evicting them, what of its
-//     records must be persisted, and the block cache's count of its
-//     blocks. What a volume's files share (data files, block cache, the
-//     lower as a block source: data.Origins) is a data.Sources. It knows
-//     no namespace: it reads a file's record through data.Layout (file.go
-//     here), writes its two records through data.Records (a transaction
-//     here), reaches back through data.Evictor (blockcache.go here: what
-//     evicting one file means for its records and open node) and reads
-//     chunks through data.ChunkSource (the repo).
+//     accounting, eviction policy and evict loop, chunk fetches (once for
+//     concurrent readers), making a block of an open file present (fetched
+//     without the file's lock, installed under it unless it changed
+//     meanwhile) and read-ahead in the background with its bound, the
+//     presence record's encoding, and data.File, an open file's local data
+//     state (present blocks, local bytes, its origin file in the lower
+//     layer, its passthrough pins) with where each block's bytes come from
+//     (dirty or present, the store, the lower, a hole), reading and
+//     writing them, installing fetched and copied-up blocks, cutting them
+//     (truncation), evicting them, forgetting them (an origin that
+//     changed), what of its records must be persisted, the block cache's
+//     count of its blocks, and a pinned data file kept whole (pin.go).
+//     What a volume's files share (data files, block cache, the lower as a
+//     block source: data.Origins) is a data.Sources, which also drops a
+//     closed file's clean blocks (records first) and a deleted file's
+//     data. It knows no namespace: it reads a file's record through
+//     data.Layout (file.go here), locks an open file and holds it open
+//     through data.Held (node here), writes its two records through
+//     data.Records (a transaction here), reaches back through
+//     data.Evictor (blockcache.go here: which file is open, its locks and
+//     records) and reads chunks through data.ChunkSource (the repo).
 //   - cache/meta, the metadata database: Badger behind the write-behind
 //     layer and the read cache (meta.DB, its transactions), the key layout
 //     and the inode and dentry records with their encoding, and the dirty
@@ -81,13 +87,16 @@
 //
 // Still here: the namespace operations (namespace.go, load.go, attr.go,
 // marks.go), the open files (file.go: node, its record and its data.File
-// under one lock; of fetching, write-back and truncation what needs the
-// namespace: the record's dirty marks, size and times, its persistence
-// before bytes land, the locks), and the rest of the committer: a
-// checkpoint's phases, which files a capture reads, the freeze, and in
-// apply the holding of each file (holdFile), the batches and markMu
-// (checkpoint.go), the switch to a commit, the reconciler's commit.Live
-// and following a branch (reconcile.go), and history (history.go).
+// under one lock, which it lends to data.Fetcher as a data.Held; of
+// write-back and truncation what needs the namespace: the record's dirty
+// marks, size and times, its persistence before bytes land; of
+// passthrough, passthrough.go, the record's side: adopted blocks made
+// dirty and their generations, a refilled file's presence persisted), and
+// the rest of the committer: a checkpoint's phases, which files a capture
+// reads, the freeze, and in apply the holding of each file (holdFile), the
+// batches and markMu (checkpoint.go), the switch to a commit, the
+// reconciler's commit.Live and following a branch (reconcile.go), and
+// history (history.go).
 //
 // The namespace lock (Volume.mu) stays one lock after the split, for these
 // reasons. Every namespace change (mop) runs whole under it, exclusively,

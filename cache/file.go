@@ -43,7 +43,6 @@ type node struct {
 	rec      *meta.Inode
 	memDirty bool       // rec has changes not yet persisted
 	d        *data.File // the local data state
-	pins     int        // passthrough readers of the data file (passthrough.go)
 
 	opens int // guarded by v.nodesMu
 }
@@ -54,6 +53,7 @@ type layout struct{ r *meta.Inode }
 func (l layout) Size() uint64                            { return l.r.Size }
 func (l layout) Inline() bool                            { return l.r.Inline }
 func (l layout) IsDirty(b uint64) bool                   { return l.r.IsDirty(b) }
+func (l layout) Dirty() bool                             { return len(l.r.Dirty) > 0 }
 func (l layout) Chunk(b uint64) (snapshot.BlobRef, bool) { return l.r.Chunk(b) }
 func (l layout) Origin() string                          { return l.r.Origin }
 func (l layout) OriginSize() uint64 {
@@ -63,8 +63,33 @@ func (l layout) OriginSize() uint64 {
 	return l.r.OriginSize
 }
 
-// layout returns n's record as n.d reads it. Caller holds n.mu.
-func (n *node) layout() data.Layout { return layout{n.rec} }
+// A node is the data side's handle of an open file (data.Held): its lock
+// (n.mu), its record as a Layout, its data state and a hold on it.
+
+// Layout returns n's record as n.d reads it. Caller holds n.mu.
+func (n *node) Layout() data.Layout { return layout{n.rec} }
+
+// Data returns n's data state. Caller holds n.mu.
+func (n *node) Data() *data.File { return n.d }
+
+// Lock, Unlock, RLock and RUnlock take and release n.mu.
+func (n *node) Lock()    { n.mu.Lock() }
+func (n *node) Unlock()  { n.mu.Unlock() }
+func (n *node) RLock()   { n.mu.RLock() }
+func (n *node) RUnlock() { n.mu.RUnlock() }
+
+// Hold counts one more user of n (see holdNode), unless its last user is
+// releasing it.
+func (n *node) Hold() bool {
+	m := n.v.holdNode(n.ino)
+	if m != nil && m != n {
+		_ = n.v.releaseNode(m)
+	}
+	return m == n
+}
+
+// Release ends a Hold (releaseNode).
+func (n *node) Release() { _ = n.v.releaseNode(n) }
 
 // holdNode returns the node of inode ino, counting one more user (to be
 // released with releaseNode), or nil if the inode has none or its last
@@ -247,7 +272,7 @@ func (v *Volume) persistTxn(txn *meta.Txn, d *meta.Delta, n *node) error {
 			return err
 		}
 	}
-	return n.d.Persist(n.layout(), records{txn})
+	return n.d.Persist(n.Layout(), records{txn})
 }
 
 // records stores a data.File's records in a transaction of the database.
@@ -376,7 +401,7 @@ func (v *Volume) Read(ctx context.Context, ino uint64, buf []byte, off uint64) (
 		}
 		end := min(off+uint64(len(buf)), size)
 		first, last := v.blockRange(off, end)
-		l := n.layout()
+		l := n.Layout()
 		need, ok := uint64(0), false
 		for b := first; b <= last; b++ {
 			if n.d.Source(l, b) == data.Remote {
@@ -386,7 +411,7 @@ func (v *Volume) Read(ctx context.Context, ino uint64, buf []byte, off uint64) (
 		}
 		if ok {
 			n.mu.RUnlock()
-			if err := v.fetchBlock(ctx, n, need); err != nil {
+			if err := ioErr(v.fetch.Block(ctx, n, need)); err != nil {
 				return 0, err
 			}
 			continue
@@ -395,12 +420,12 @@ func (v *Volume) Read(ctx context.Context, ino uint64, buf []byte, off uint64) (
 		for b := first; b <= last && !n.d.HasOrigin(); b++ {
 			needLower = needLower || n.d.Source(l, b) == data.Lower
 		}
-		if !opened && (n.d.NeedsData(l, len(n.rec.Dirty) > 0) || needLower) {
+		if !opened && (n.d.NeedsData(l) || needLower) {
 			n.mu.RUnlock()
 			n.mu.Lock()
 			_, err := n.file(false)
 			if err == nil && needLower {
-				err = n.originErr(n.d.OpenOrigin(ctx, n.layout()))
+				err = ioErr(n.d.OpenOrigin(ctx, n.Layout()))
 			}
 			n.mu.Unlock()
 			if err != nil {
@@ -415,13 +440,9 @@ func (v *Volume) Read(ctx context.Context, ino uint64, buf []byte, off uint64) (
 		if err != nil {
 			return 0, err
 		}
-		seq := n.d.NoteRead(off, end)
-		v.blocks.Touch(ino)
-		if v.blocks.OverHard() {
-			v.evict()
-		}
-		if seq && v.opts.ReadAhead > 0 && !n.rec.Inline {
-			v.readAheadFrom(n, last+1)
+		seq := n.d.NoteRead(v.ctx, off, end)
+		if seq && v.opts.ReadAhead > 0 {
+			v.fetch.ReadAhead(v.ctx, n, last+1, v.opts.ReadAhead)
 		}
 		return cnt, nil
 	}
@@ -431,94 +452,34 @@ func (v *Volume) Read(ctx context.Context, ino uint64, buf []byte, off uint64) (
 // it is overwritten: a remote chunk, or a block of the lower layer
 // (copy-up). Caller holds n.mu.
 func (n *node) blockToCopy(b uint64) bool {
-	s := n.d.Source(n.layout(), b)
+	s := n.d.Source(n.Layout(), b)
 	return s == data.Remote || s == data.Lower
 }
 
 // readRange reads p at off from where each block's bytes are (remote
 // blocks must have been fetched). Caller holds n.mu.
 func (n *node) readRange(p []byte, off uint64) error {
-	return n.originErr(n.d.ReadRange(n.layout(), p, off))
+	return ioErr(n.d.ReadRange(n.Layout(), p, off))
 }
 
 // readLocal reads p at off from the local bytes; bytes not held read as
 // zeros. Caller holds n.mu (read or write).
 func (n *node) readLocal(p []byte, off uint64) error {
-	return n.d.ReadLocal(n.layout(), p, off)
+	return n.d.ReadLocal(n.Layout(), p, off)
 }
 
-// originErr makes a failure to open or read the origin file (it names
-// the origin) ErrIO.
-func (n *node) originErr(err error) error {
-	if errors.Is(err, data.ErrOrigin) {
+// ioErr makes a failure of the data side's sources ErrIO: a chunk the
+// store failed to supply (data.ChunkError, logged by the fetcher), the
+// origin file failing to open or read (data.ErrOrigin, naming the origin),
+// or a data file that does not match its file (data.ErrDataFile).
+func ioErr(err error) error {
+	if ce := (*data.ChunkError)(nil); errors.As(err, &ce) {
+		return fmt.Errorf("%w: %w", ErrIO, ce.Err)
+	}
+	if errors.Is(err, data.ErrOrigin) || errors.Is(err, data.ErrDataFile) {
 		return fmt.Errorf("%w: %w", ErrIO, err)
 	}
 	return err
-}
-
-// fetchBlock makes block b of n present: it fetches its chunk (once for
-// concurrent callers) and installs it locally unless the block changed
-// meanwhile, or copies it up from the origin.
-func (v *Volume) fetchBlock(ctx context.Context, n *node, b uint64) error {
-	n.mu.RLock()
-	ref, _ := n.rec.Chunk(b)
-	src := n.d.Source(n.layout(), b)
-	n.mu.RUnlock()
-	switch src {
-	case data.Lower:
-		// Copy-up of one block of the origin, read under the lock so that
-		// the origin cannot change meanwhile.
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		if l := n.layout(); n.d.Source(l, b) == data.Lower {
-			return n.originErr(n.d.CopyUp(ctx, l, b))
-		}
-		return nil
-	case data.Remote:
-	default:
-		return nil
-	}
-	p, err := v.fetchChunk(ctx, ref)
-	if err != nil {
-		return err
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.d.InstallChunk(n.layout(), b, ref, p)
-}
-
-// fetchChunk reads a chunk from the store, once for concurrent callers.
-func (v *Volume) fetchChunk(ctx context.Context, ref snapshot.BlobRef) ([]byte, error) {
-	b, err := v.fetch.Chunk(ctx, ref)
-	if ce := (*data.ChunkError)(nil); errors.As(err, &ce) {
-		v.log.Error("reading chunk failed", "chunk", ref.Hash.String(), "pack", ref.Pack.String(), "err", ce.Err)
-		return nil, fmt.Errorf("%w: %w", ErrIO, ce.Err)
-	}
-	return b, err
-}
-
-// readAheadFrom fetches up to ReadAhead remote blocks from b on, in the
-// background, without waiting for a free slot.
-func (v *Volume) readAheadFrom(n *node, b uint64) {
-	n.mu.RLock()
-	todo := n.d.RemoteFrom(n.layout(), b, v.opts.ReadAhead)
-	n.mu.RUnlock()
-	for _, blk := range todo {
-		if !v.fetch.StartReadAhead() {
-			return
-		}
-		if _, err := v.acquireNode(n.ino); err != nil {
-			v.fetch.EndReadAhead()
-			return
-		}
-		v.wg.Add(1)
-		go func() {
-			defer v.wg.Done()
-			defer v.fetch.EndReadAhead()
-			defer func() { _ = v.releaseNode(n) }()
-			_ = v.fetchBlock(v.ctx, n, blk)
-		}()
-	}
 }
 
 // Write writes data at offset off of open file ino. It returns when the
@@ -551,7 +512,7 @@ func (v *Volume) Write(ctx context.Context, ino uint64, data []byte, off uint64)
 		}
 		if ok {
 			n.mu.Unlock()
-			if err := v.fetchBlock(ctx, n, need); err != nil {
+			if err := ioErr(v.fetch.Block(ctx, n, need)); err != nil {
 				return 0, err
 			}
 			continue
@@ -626,7 +587,7 @@ func (v *Volume) writeLocked(n *node, data []byte, off, first, last uint64) erro
 			n.persisted()
 		}
 	}
-	if err := n.d.Write(n.layout(), data, off); err != nil {
+	if err := n.d.Write(n.Layout(), data, off); err != nil {
 		return err
 	}
 	for b := first; b <= last; b++ {
@@ -690,7 +651,7 @@ func (v *Volume) truncateNode(ctx context.Context, n *node, size uint64) error {
 		old := n.rec.Size
 		if size < old && size%bs != 0 && n.blockToCopy(size/bs) {
 			n.mu.Unlock()
-			if err := v.fetchBlock(ctx, n, size/bs); err != nil {
+			if err := ioErr(v.fetch.Block(ctx, n, size/bs)); err != nil {
 				return err
 			}
 			continue
@@ -719,7 +680,7 @@ func (v *Volume) truncateLocked(n *node, size uint64) error {
 				v.gens.Forget(n.ino, b)
 			}
 		}
-		if err := n.d.Cut(n.layout(), size); err != nil {
+		if err := n.d.Cut(n.Layout(), size); err != nil {
 			return err
 		}
 		n.rec.DropChunksFrom(keep)
@@ -735,7 +696,7 @@ func (v *Volume) truncateLocked(n *node, size uint64) error {
 	n.rec.Size = size
 	n.rec.Mtime, n.rec.Ctime = now, now
 	n.memDirty = true
-	if err := v.growPinned(n); err != nil {
+	if err := n.d.GrowPinned(n.Layout()); err != nil {
 		return err
 	}
 	if err := v.update(func(txn *meta.Txn, d *meta.Delta) error { return v.persistTxn(txn, d, n) }); err != nil {
@@ -787,10 +748,7 @@ func (v *Volume) forgetGens(ino uint64, dirty []uint64) {
 	}
 }
 
-// dropData removes the data file of a deleted inode, once the deletion
-// (committed before the call) is in the cache database: until then a crash
-// would bring the inode back, and it needs its data.
-func (v *Volume) dropData(ino uint64) {
-	v.blocks.Drop(ino)
-	v.db.AfterFlush(func() { _ = v.files.Remove(ino) })
-}
+// dropData forgets the clean blocks of a deleted inode and removes its data
+// file once the deletion (committed before the call) is in the cache
+// database (data.Sources.DropDeleted).
+func (v *Volume) dropData(ino uint64) { v.data.DropDeleted(ino, v.db.AfterFlush) }

@@ -66,7 +66,7 @@ func (v *Volume) checkOpenFiles() error {
 	v.nodesMu.Unlock()
 	for _, n := range nodes {
 		n.mu.RLock()
-		err := n.d.CheckInvariants(n.layout())
+		err := n.d.CheckInvariants(n.Layout())
 		if err == nil && !n.d.PresenceDirty() {
 			var stored []uint64
 			err = v.db.View(func(txn *meta.Txn) error {

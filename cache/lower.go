@@ -101,14 +101,11 @@ func (v *Volume) refreshOrigin(ctx context.Context, n *node) error {
 	if r.Inline && r.Size > v.inlineMax {
 		r.Inline = false
 	}
-	_ = n.d.Forget() // copies of the lower's old bytes
+	_ = n.d.Forget() // copies of the lower's old bytes, and their count
 	return v.update(func(txn *meta.Txn, d *meta.Delta) error {
 		if err := v.writeFileRec(txn, d, r, false); err != nil {
 			return err
 		}
-		if err := txn.Delete(meta.Key64(meta.PrefixInline, n.ino)); err != nil {
-			return err
-		}
-		return txn.Delete(meta.Key64(meta.PrefixPresence, n.ino))
+		return n.d.ForgetRecords(records{txn})
 	})
 }

@@ -119,7 +119,7 @@ func TestRefreshOriginDropsCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := v.lookupNode(a.Ino)
-	if err := v.fetchBlock(ctx, n, 1); err != nil { // the copy-up a partial write makes
+	if err := v.fetch.Block(ctx, n, 1); err != nil { // the copy-up a partial write makes
 		t.Fatal(err)
 	}
 	if err := v.Release(ctx, a.Ino); err != nil {

@@ -83,6 +83,9 @@ func TestPinLocal(t *testing.T) {
 	if got := pinnedBytes(t, f); !bytes.Equal(got, one) {
 		t.Fatalf("pinned data file after eviction: differs")
 	}
+	if err := v.checkInvariants(); err != nil {
+		t.Fatalf("after eviction: %v", err)
+	}
 	// A growing truncate grows the data file.
 	grown := uint64(len(one) + 5<<20)
 	if _, err := v.SetAttr(ctx, big.Ino, SetAttrIn{Size: &grown}); err != nil {
@@ -90,6 +93,9 @@ func TestPinLocal(t *testing.T) {
 	}
 	if got := pinnedBytes(t, f); uint64(len(got)) != grown || !bytes.Equal(got[:len(one)], one) {
 		t.Fatalf("pinned data file after a growing truncate: %d bytes, want %d", len(got), grown)
+	}
+	if err := v.checkInvariants(); err != nil {
+		t.Fatalf("after a growing truncate: %v", err)
 	}
 	// New content, then a switch back to base: the data file holds base's.
 	two := bytes.Repeat([]byte("TWO!"), 6<<20/4)
@@ -109,6 +115,9 @@ func TestPinLocal(t *testing.T) {
 	}
 	if got := pinnedBytes(t, f); !bytes.Equal(got, one) {
 		t.Fatalf("pinned data file after a switch: %d bytes, want %d (the old content)", len(got), len(one))
+	}
+	if err := v.checkInvariants(); err != nil {
+		t.Fatalf("after a switch: %v", err)
 	}
 	unpin(big.Ino, f)
 
@@ -169,6 +178,9 @@ func TestAdoptPinned(t *testing.T) {
 	}
 	if err := v.AdoptPinned(ctx, a.Ino); err != nil {
 		t.Fatal(err)
+	}
+	if err := v.checkInvariants(); err != nil {
+		t.Fatalf("after adopting: %v", err)
 	}
 	v.Unpin(a.Ino)
 	f.Close()

@@ -176,7 +176,7 @@ func (l live) UpdateFile(ctx context.Context, ino uint64, e *snapshot.Entry) (bo
 	// Keep cached bytes of the blocks whose chunk is unchanged, unless the
 	// file moves between inline and data-file storage.
 	wasInline := r.Inline
-	pinned := n != nil && n.pins > 0 // its data file stays whole (passthrough.go)
+	pinned := n != nil && n.d.Pinned() // its data file stays whole (passthrough.go)
 	newInline := r.Type == snapshot.TypeFile && e.Size <= v.inlineMax && !pinned
 	keep := map[uint64]bool{}
 	for _, c := range e.Chunks {

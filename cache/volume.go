@@ -195,8 +195,8 @@ func Open(ctx context.Context, opts Options) (*Volume, error) {
 		now:       opts.Clock,
 		nodes:     map[uint64]*node{},
 		kick:      make(chan struct{}, 1),
-		fetch:     data.NewFetcher(opts.Repo, 8),
 	}
+	v.fetch = data.NewFetcher(opts.Repo, 8, v.log)
 	v.ctx, v.cancel = context.WithCancel(context.Background())
 	files, err := data.NewFiles(filepath.Join(opts.CacheDir, "data"))
 	if err != nil {
@@ -568,7 +568,10 @@ func (v *Volume) start() {
 	}
 	v.wg.Add(2)
 	go v.gcLoop()
-	go v.evictLoop()
+	go func() {
+		defer v.wg.Done()
+		v.blocks.Run(v.ctx) // the evict loop
+	}()
 }
 
 func (v *Volume) leaseLoop() {
@@ -625,6 +628,7 @@ func (v *Volume) Close(ctx context.Context) error {
 	}
 	v.cancel()
 	v.wg.Wait()
+	v.fetch.Wait()
 	v.nodesMu.Lock()
 	nodes := make([]*node, 0, len(v.nodes))
 	for _, n := range v.nodes {

@@ -3,6 +3,7 @@ package data
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 )
@@ -27,6 +28,7 @@ type Evictor interface {
 type Cache struct {
 	limit   int64
 	evictor Evictor
+	log     *slog.Logger
 	wake    chan struct{}
 
 	// evictMu serializes evictions (the evict loop's and a reader's).
@@ -43,9 +45,10 @@ type entry struct {
 	used  uint64 // clock value of the last access
 }
 
-// NewCache returns an empty cache of limit bytes that evicts through ev.
-func NewCache(limit int64, ev Evictor) *Cache {
-	return &Cache{limit: limit, evictor: ev, wake: make(chan struct{}, 1), entries: map[uint64]*entry{}}
+// NewCache returns an empty cache of limit bytes that evicts through ev
+// and logs to log the files it fails to evict.
+func NewCache(limit int64, ev Evictor, log *slog.Logger) *Cache {
+	return &Cache{limit: limit, evictor: ev, log: log, wake: make(chan struct{}, 1), entries: map[uint64]*entry{}}
 }
 
 // Load counts bytes for file ino as when the volume opens: not accessed
@@ -150,22 +153,33 @@ func (c *Cache) OverHard() bool {
 	return c.total > c.limit+c.limit/2
 }
 
-// Run evicts whenever the cache goes over its limit, until ctx ends.
-func (c *Cache) Run(ctx context.Context, onErr func(ino uint64, err error)) {
+// Run evicts whenever the cache goes over its limit, until ctx ends: the
+// volume's evict loop.
+func (c *Cache) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.wake:
 		}
-		c.Evict(ctx, onErr)
+		c.Evict(ctx)
+	}
+}
+
+// Access counts an access to file ino and, if the cache is far over its
+// limit (OverHard), evicts in the caller, a reader that outran the evict
+// loop. The caller holds no lock the Evictor takes.
+func (c *Cache) Access(ctx context.Context, ino uint64) {
+	c.Touch(ino)
+	if c.OverHard() {
+		c.Evict(ctx)
 	}
 }
 
 // Evict asks the Evictor to drop least recently used files' clean blocks
 // until the cache is 10% under its limit (or ctx ends). A file that fails
-// is reported to onErr and passed over.
-func (c *Cache) Evict(ctx context.Context, onErr func(ino uint64, err error)) {
+// is logged and passed over.
+func (c *Cache) Evict(ctx context.Context) {
 	c.evictMu.Lock()
 	defer c.evictMu.Unlock()
 	target := c.limit - c.limit/10
@@ -189,7 +203,7 @@ func (c *Cache) Evict(ctx context.Context, onErr func(ino uint64, err error)) {
 			return
 		}
 		if err := c.evictor.EvictFile(cd.ino); err != nil {
-			onErr(cd.ino, err)
+			c.log.Warn("cache eviction failed", "ino", cd.ino, "err", err)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package data
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"sync"
 
 	"golang.org/x/sync/singleflight"
 
@@ -27,23 +29,51 @@ func (e *ChunkError) Error() string {
 
 func (e *ChunkError) Unwrap() error { return e.Err }
 
+// Held is one open file as the fetch mechanism reaches it in the engine
+// that owns it (in package cache, a node): the lock that guards its record
+// and its File, the record as a Layout, and a hold that keeps the file open
+// while a background fetch runs.
+type Held interface {
+	// Lock and Unlock take and release the file's lock exclusively;
+	// RLock and RUnlock shared.
+	Lock()
+	Unlock()
+	RLock()
+	RUnlock()
+	// Layout returns the file's record; the caller holds the lock.
+	Layout() Layout
+	// Data returns the file's data state; the caller holds the lock.
+	Data() *File
+	// Hold counts one more user of the open file, so that it stays open
+	// until Release; false (and nothing to release) if its last user is
+	// releasing it.
+	Hold() bool
+	// Release ends a Hold.
+	Release()
+}
+
 // Fetcher fetches chunks from a ChunkSource, once for concurrent callers,
-// and bounds the read-ahead fetches running at once.
+// makes blocks of open files present (Block), and runs read-ahead in the
+// background with a bound on the fetches running at once.
 type Fetcher struct {
 	src       ChunkSource
+	log       *slog.Logger
 	group     singleflight.Group
 	readAhead chan struct{}
+	wg        sync.WaitGroup // read-ahead fetches running
 }
 
 // NewFetcher returns a fetcher from src that lets at most readAhead
-// read-ahead fetches run at once.
-func NewFetcher(src ChunkSource, readAhead int) *Fetcher {
-	return &Fetcher{src: src, readAhead: make(chan struct{}, readAhead)}
+// read-ahead fetches run at once and logs to log the chunks it fails to
+// read.
+func NewFetcher(src ChunkSource, readAhead int, log *slog.Logger) *Fetcher {
+	return &Fetcher{src: src, log: log, readAhead: make(chan struct{}, readAhead)}
 }
 
 // Chunk returns the bytes of chunk ref. Concurrent calls for one chunk share
 // one read, which goes on when a caller's ctx ends (the others may still
-// want it): that caller gets ctx.Err(). A failed read is a *ChunkError.
+// want it): that caller gets ctx.Err(). A failed read is a *ChunkError,
+// logged.
 func (f *Fetcher) Chunk(ctx context.Context, ref snapshot.BlobRef) ([]byte, error) {
 	ch := f.group.DoChan(ref.String(), func() (any, error) {
 		return f.src.ReadBlob(context.WithoutCancel(ctx), ref)
@@ -53,15 +83,85 @@ func (f *Fetcher) Chunk(ctx context.Context, ref snapshot.BlobRef) ([]byte, erro
 		return nil, ctx.Err()
 	case res := <-ch:
 		if res.Err != nil {
+			f.log.Error("reading chunk failed", "chunk", ref.Hash.String(), "pack", ref.Pack.String(), "err", res.Err)
 			return nil, &ChunkError{Ref: ref, Err: res.Err}
 		}
 		return res.Val.([]byte), nil
 	}
 }
 
-// StartReadAhead takes a read-ahead slot without waiting: false if all are
-// taken. Each true is paired with one EndReadAhead.
-func (f *Fetcher) StartReadAhead() bool {
+// Block makes block b of open file h present, if it is remote or reads
+// through to the lower layer. A remote block's chunk is fetched (Chunk)
+// without h's lock held, then installed under it unless the block changed
+// meanwhile (File.InstallChunk). A lower block is copied up from the
+// origin with the lock held throughout, so that the origin cannot change
+// meanwhile (File.CopyUp). The caller holds no lock of h. Errors are
+// Chunk's, and the origin's (wrapping ErrOrigin).
+func (f *Fetcher) Block(ctx context.Context, h Held, b uint64) error {
+	h.RLock()
+	l := h.Layout()
+	ref, _ := l.Chunk(b)
+	src := h.Data().Source(l, b)
+	h.RUnlock()
+	switch src {
+	case Lower:
+		h.Lock()
+		defer h.Unlock()
+		if l, d := h.Layout(), h.Data(); d.Source(l, b) == Lower {
+			return d.CopyUp(ctx, l, b)
+		}
+		return nil
+	case Remote:
+	default:
+		return nil
+	}
+	p, err := f.Chunk(ctx, ref)
+	if err != nil {
+		return err
+	}
+	h.Lock()
+	defer h.Unlock()
+	return h.Data().InstallChunk(h.Layout(), b, ref, p)
+}
+
+// ReadAhead fetches, in the background, the remote blocks among the count
+// blocks of open file h from b on (File.RemoteFrom), each with Block and
+// each holding h open (Held.Hold) until it is done. It starts no more than
+// the free read-ahead slots allow, without waiting for one, and never for
+// an inline file. The fetches run until done or ctx ends; their errors are
+// dropped (a reader fetches the block again). The caller holds no lock of
+// h; Wait waits for the fetches.
+func (f *Fetcher) ReadAhead(ctx context.Context, h Held, b uint64, count int) {
+	h.RLock()
+	var todo []uint64
+	if l := h.Layout(); !l.Inline() {
+		todo = h.Data().RemoteFrom(l, b, count)
+	}
+	h.RUnlock()
+	for _, blk := range todo {
+		if !f.startReadAhead() {
+			return
+		}
+		if !h.Hold() {
+			f.endReadAhead()
+			return
+		}
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			defer f.endReadAhead()
+			defer h.Release()
+			_ = f.Block(ctx, h, blk)
+		}()
+	}
+}
+
+// Wait waits for the read-ahead fetches that ReadAhead started.
+func (f *Fetcher) Wait() { f.wg.Wait() }
+
+// startReadAhead takes a read-ahead slot without waiting: false if all are
+// taken. Each true is paired with one endReadAhead.
+func (f *Fetcher) startReadAhead() bool {
 	select {
 	case f.readAhead <- struct{}{}:
 		return true
@@ -70,5 +170,5 @@ func (f *Fetcher) StartReadAhead() bool {
 	}
 }
 
-// EndReadAhead gives back a slot taken by StartReadAhead.
-func (f *Fetcher) EndReadAhead() { <-f.readAhead }
+// endReadAhead gives back a slot taken by startReadAhead.
+func (f *Fetcher) endReadAhead() { <-f.readAhead }

@@ -25,6 +25,8 @@ type Layout interface {
 	// IsDirty reports whether block b's local bytes are newer than any
 	// chunk.
 	IsDirty(b uint64) bool
+	// Dirty reports whether any block is dirty.
+	Dirty() bool
 	// Chunk returns block b's committed chunk, if it has one.
 	Chunk(b uint64) (snapshot.BlobRef, bool)
 	// OriginSize is how many of the file's first bytes read through to its
@@ -59,19 +61,46 @@ type Sources struct {
 	BlockSize uint64
 }
 
-// EvictClosed drops the clean blocks of file ino, which is not open, once
-// its presence record (present) is gone: the block cache stops counting
-// them, and the data file goes, or, if the file has dirty blocks, has
-// them punched out. An inline file has no data file.
-func (s *Sources) EvictClosed(ino uint64, inline, dirty bool, present []uint64) error {
+// EvictClosed drops the clean blocks of file ino, which is not open, whose
+// record is l and whose presence record lists present. The records go
+// first, in one call of store (a transaction of the caller's database):
+// the presence record, and an inline file's inline bytes unless block 0 is
+// dirty (an inline file's clean bytes are its inline record). A crash
+// after it leaves clean bytes of blocks not recorded present (fetched
+// again when read), never a block recorded present that reads as zeros.
+// Then the block cache stops counting them, and the data file goes, or, if
+// the file has dirty blocks, has them punched out. An inline file has no
+// data file.
+func (s *Sources) EvictClosed(ino uint64, l Layout, present []uint64, store func(func(Records) error) error) error {
+	err := store(func(r Records) error {
+		if l.Inline() && !l.IsDirty(0) {
+			if err := r.SetInline(ino, nil); err != nil {
+				return err
+			}
+		}
+		return r.SetPresence(ino, nil)
+	})
+	if err != nil {
+		return err
+	}
 	s.Cache.Drop(ino)
 	switch {
-	case inline:
+	case l.Inline():
 		return nil
-	case !dirty:
+	case !l.Dirty():
 		return s.Files.Remove(ino)
 	}
 	return s.Files.PunchFile(ino, present, s.BlockSize, false, 0)
+}
+
+// DropDeleted forgets the clean blocks of deleted file ino at once (the
+// block cache stops counting them) and removes its data file through
+// after, which runs its function once the deletion (committed before the
+// call) is durable in the caller's database: until then a crash would
+// bring the file back, and it needs its data.
+func (s *Sources) DropDeleted(ino uint64, after func(func())) {
+	s.Cache.Drop(ino)
+	after(func() { _ = s.Files.Remove(ino) })
 }
 
 // Records is where a File's two records persist (in package cache, a
@@ -106,7 +135,9 @@ const (
 // Invariants (CheckInvariants): a present block is neither dirty nor past
 // the file's end; an inline file holds at most block 0 present, and its
 // bytes are no longer than the file; the block cache counts no more for
-// the file than the extents of its present blocks. Data-file bytes outside
+// the file than the extents of its present blocks; a pinned file (Pin) is
+// not inline and is Whole, its data file open and no shorter than the
+// file. Data-file bytes outside
 // dirty and present blocks, and past the file's size, are zeros (holes):
 // Cut and Evict cut and punch them (the caller, for other changes), and
 // reads of holes rely on it.
@@ -126,6 +157,7 @@ type File struct {
 	f             *os.File        // the data file, opened on first need
 	origin        OriginFile      // the origin file, opened on first need
 	lastFetched   uint64          // 1 + the block installed last (0: none), kept from eviction
+	pins          int             // passthrough readers of the data file (Pin)
 
 	lastEnd atomic.Uint64 // end of the last read, for read-ahead and eviction
 }
@@ -197,7 +229,7 @@ func Extent(b, size, bs uint64) int64 {
 // Forget drops every local copy of the file's bytes (the origin changed
 // under them; the file has no dirty blocks): the present blocks, which the
 // block cache stops counting, the inline bytes and the data file. The
-// caller deletes the records.
+// caller deletes the records (ForgetRecords).
 func (d *File) Forget() error {
 	d.present = map[uint64]bool{}
 	d.inline = nil
@@ -207,6 +239,15 @@ func (d *File) Forget() error {
 		d.f = nil
 	}
 	return d.src.Files.Remove(d.ino)
+}
+
+// ForgetRecords deletes through r the records of the local copies Forget
+// dropped: the inline bytes and the presence record.
+func (d *File) ForgetRecords(r Records) error {
+	if err := r.SetInline(d.ino, nil); err != nil {
+		return err
+	}
+	return r.SetPresence(d.ino, nil)
 }
 
 // PresenceDirty reports whether the present blocks differ from the
@@ -359,8 +400,8 @@ func (d *File) OpenData(create bool) (*os.File, error) {
 // NeedsData reports whether reading local bytes needs the data file opened
 // first: the file is not inline, the data file is not open, and some block
 // is present or dirty.
-func (d *File) NeedsData(l Layout, dirty bool) bool {
-	return !l.Inline() && d.f == nil && (len(d.present) > 0 || dirty)
+func (d *File) NeedsData(l Layout) bool {
+	return !l.Inline() && d.f == nil && (len(d.present) > 0 || l.Dirty())
 }
 
 // HasOrigin reports whether the origin file is open.
@@ -525,10 +566,16 @@ func (d *File) Install(l Layout, b uint64, p []byte) error {
 	return nil
 }
 
-// NoteRead records that a read ended at end and reports whether it began
-// where the previous one ended (a sequential reader). Safe for concurrent
-// use.
-func (d *File) NoteRead(off, end uint64) bool { return d.lastEnd.Swap(end) == off }
+// NoteRead records that a read of [off, end) is done, counts an access to
+// the file in the block cache (Cache.Access: evicting in the caller if the
+// cache is far over its limit), and reports whether the read began where
+// the previous one ended (a sequential reader). Safe for concurrent use;
+// the caller holds no lock (an eviction takes them).
+func (d *File) NoteRead(ctx context.Context, off, end uint64) bool {
+	seq := d.lastEnd.Swap(end) == off
+	d.src.Cache.Access(ctx, d.ino)
+	return seq
+}
 
 // RemoteFrom returns the remote blocks among the n blocks from b on (within
 // the file): what read-ahead fetches.
@@ -542,13 +589,17 @@ func (d *File) RemoteFrom(l Layout, b uint64, n int) []uint64 {
 	return todo
 }
 
-// Evict drops the present blocks an eviction may (Evictable): they stop
+// Evict drops the present blocks an eviction may (Evictable), none while
+// the file is pinned: they stop
 // being present, persist records that (the caller's persistence of the
 // presence record), and then they are punched out of the data file and the
 // block cache stops counting them. If persist fails they stay present. A
 // reader that finds a block gone fetches it again; the caller holds the
 // lock readers take, so none reads a punched block as zeros.
 func (d *File) Evict(l Layout, readAhead int, persist func() error) error {
+	if d.pins > 0 {
+		return nil // the kernel reads the data file (Pin)
+	}
 	drop := d.Evictable(l, readAhead)
 	if len(drop) == 0 {
 		return nil
@@ -599,8 +650,9 @@ func (d *File) Evictable(l Layout, readAhead int) []uint64 {
 // an inline file holds at most block 0 present and no more bytes than its
 // size, and the block cache counts no more for the file than the extents
 // of its present blocks (it may count less: a block counts its extent when
-// installed, and a file that grows since makes it larger). The caller
-// holds the record's lock.
+// installed, and a file that grows since makes it larger); a pinned file
+// is not inline, is Whole, and its data file is open and no shorter than
+// the file. The caller holds the record's lock.
 func (d *File) CheckInvariants(l Layout) error {
 	size := l.Size()
 	var held int64
@@ -620,6 +672,31 @@ func (d *File) CheckInvariants(l Layout) error {
 	}
 	if c := d.src.Cache.Bytes(d.ino); c > held {
 		return fmt.Errorf("file %d: the block cache counts %d bytes, its present blocks hold %d", d.ino, c, held)
+	}
+	return d.checkPinned(l)
+}
+
+// checkPinned checks a pinned file: it is not inline, it is whole in its
+// data file (Whole), and the data file is open and no shorter than the
+// file.
+func (d *File) checkPinned(l Layout) error {
+	if d.pins == 0 {
+		return nil
+	}
+	switch {
+	case l.Inline():
+		return fmt.Errorf("file %d: pinned, yet inline", d.ino)
+	case !d.Whole(l):
+		return fmt.Errorf("file %d: pinned, yet not whole in its data file", d.ino)
+	case d.f == nil:
+		return fmt.Errorf("file %d: pinned, yet its data file is not open", d.ino)
+	}
+	st, err := d.f.Stat()
+	if err != nil {
+		return fmt.Errorf("file %d: %w", d.ino, err)
+	}
+	if st.Size() < int64(l.Size()) {
+		return fmt.Errorf("file %d: pinned, its data file has %d bytes, the file %d", d.ino, st.Size(), l.Size())
 	}
 	return nil
 }

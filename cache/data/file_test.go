@@ -23,6 +23,14 @@ type testLayout struct {
 func (l *testLayout) Size() uint64          { return l.size }
 func (l *testLayout) Inline() bool          { return l.inline }
 func (l *testLayout) IsDirty(b uint64) bool { return l.dirty[b] }
+func (l *testLayout) Dirty() bool {
+	for _, d := range l.dirty {
+		if d {
+			return true
+		}
+	}
+	return false
+}
 func (l *testLayout) Chunk(b uint64) (snapshot.BlobRef, bool) {
 	return snapshot.BlobRef{}, l.chunks[b]
 }
@@ -42,7 +50,7 @@ func newSources(t *testing.T, bs uint64, lower Origins) *Sources {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Sources{Files: files, Cache: NewCache(1<<30, nil), Lower: lower, BlockSize: bs}
+	return &Sources{Files: files, Cache: NewCache(1<<30, nil, discard), Lower: lower, BlockSize: bs}
 }
 
 // origin is an origin file of fixed bytes.
@@ -188,7 +196,7 @@ func TestFileEvictable(t *testing.T) {
 	if err := d.Install(l, 0, []byte("abcd")); err != nil { // installed last
 		t.Fatal(err)
 	}
-	d.NoteRead(0, 16) // ends in block 4
+	d.NoteRead(context.Background(), 0, 16) // ends in block 4
 	if got := d.Evictable(l, 2); !slices.Equal(got, []uint64{1, 2, 8}) {
 		t.Fatalf("evictable %v, want [1 2 8]", got)
 	}
