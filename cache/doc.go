@@ -38,7 +38,8 @@
 //     data. It knows no namespace: it reads a file's record through
 //     data.Layout (file.go here), locks an open file and holds it open
 //     through data.Held (node here), writes its two records through
-//     data.Records (a transaction here), reaches back through
+//     data.Records and loads them through data.Stored (a transaction
+//     here), reaches back through
 //     data.Evictor (blockcache.go here: which file is open, its locks and
 //     records) and reads chunks through data.ChunkSource (the repo).
 //   - cache/meta, the metadata database: Badger behind the write-behind

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"sync"
 
 	"github.com/dgraph-io/badger/v4"
@@ -136,24 +135,11 @@ func (v *Volume) loadNode(txn *meta.Txn, ino uint64) (*node, error) {
 	default:
 		return nil, ErrInvalid
 	}
-	var present []uint64
-	if b, ok, err := getValue(txn, meta.Key64(meta.PrefixPresence, ino)); err != nil {
-		return nil, err
-	} else if ok {
-		present = data.DecodePresence(b)
+	d, err := v.data.LoadFile(ino, layout{r}, records{txn})
+	if err != nil {
+		return nil, ioErr(err)
 	}
-	var inline []byte
-	if r.Inline && (slices.Contains(present, 0) || r.IsDirty(0)) {
-		b, ok, err := getValue(txn, meta.Key64(meta.PrefixInline, ino))
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return nil, fmt.Errorf("inline bytes of inode %d are missing: %w", ino, ErrIO)
-		}
-		inline = b
-	}
-	return &node{v: v, ino: ino, rec: r, d: data.NewFile(v.data, ino, present, inline)}, nil
+	return &node{v: v, ino: ino, rec: r, d: d}, nil
 }
 
 // getValue returns a copy of the value of key, or false if it is absent.
@@ -275,8 +261,17 @@ func (v *Volume) persistTxn(txn *meta.Txn, d *meta.Delta, n *node) error {
 	return n.d.Persist(n.Layout(), records{txn})
 }
 
-// records stores a data.File's records in a transaction of the database.
+// records stores a data.File's records in a transaction of the database
+// (data.Records) and reads them back (data.Stored).
 type records struct{ txn *meta.Txn }
+
+func (r records) Inline(ino uint64) ([]byte, bool, error) {
+	return getValue(r.txn, meta.Key64(meta.PrefixInline, ino))
+}
+
+func (r records) Presence(ino uint64) ([]byte, bool, error) {
+	return getValue(r.txn, meta.Key64(meta.PrefixPresence, ino))
+}
 
 func (r records) SetInline(ino uint64, b []byte) error {
 	return r.set(meta.Key64(meta.PrefixInline, ino), b)
@@ -471,12 +466,13 @@ func (n *node) readLocal(p []byte, off uint64) error {
 // ioErr makes a failure of the data side's sources ErrIO: a chunk the
 // store failed to supply (data.ChunkError, logged by the fetcher), the
 // origin file failing to open or read (data.ErrOrigin, naming the origin),
-// or a data file that does not match its file (data.ErrDataFile).
+// a data file that does not match its file (data.ErrDataFile), or an
+// inline file's missing bytes (data.ErrInlineMissing).
 func ioErr(err error) error {
 	if ce := (*data.ChunkError)(nil); errors.As(err, &ce) {
 		return fmt.Errorf("%w: %w", ErrIO, ce.Err)
 	}
-	if errors.Is(err, data.ErrOrigin) || errors.Is(err, data.ErrDataFile) {
+	if errors.Is(err, data.ErrOrigin) || errors.Is(err, data.ErrDataFile) || errors.Is(err, data.ErrInlineMissing) {
 		return fmt.Errorf("%w: %w", ErrIO, err)
 	}
 	return err

@@ -26,8 +26,8 @@
 // clean blocks when the cache is over its limit, a ChunkSource (the
 // snapshot repository) supplies a chunk's bytes, Origins (the lower layer)
 // opens a file's origin, and Records stores a File's inline bytes and
-// presence record (a transaction of the caller's database). It never
-// imports package cache.
+// presence record, Stored reads them back (Sources.LoadFile: a
+// transaction of the caller's database). It never imports package cache.
 //
 // Lock order: Cache.evictMu (one eviction at a time) → whatever the
 // Evictor takes (in cache: Volume.mu, node.mu, the database) → Cache.mu.

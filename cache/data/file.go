@@ -112,6 +112,45 @@ type Records interface {
 	SetPresence(ino uint64, b []byte) error
 }
 
+// Stored reads a File's two records back (in package cache, from a
+// transaction of the database): each returns a copy of the record, or
+// false if it is absent.
+type Stored interface {
+	// Inline returns the inline bytes of file ino.
+	Inline(ino uint64) ([]byte, bool, error)
+	// Presence returns the presence record of file ino.
+	Presence(ino uint64) ([]byte, bool, error)
+}
+
+// ErrInlineMissing is an inline file whose block 0 is present or dirty and
+// whose inline bytes are not stored.
+var ErrInlineMissing = errors.New("inline bytes are missing")
+
+// LoadFile returns the data state of file ino, whose record is l, from its
+// stored records: the blocks its presence record lists (which the block
+// cache counts already), and, for an inline file whose block 0 is present
+// or dirty, its inline bytes (ErrInlineMissing if they are not stored).
+func (s *Sources) LoadFile(ino uint64, l Layout, r Stored) (*File, error) {
+	var present []uint64
+	if b, ok, err := r.Presence(ino); err != nil {
+		return nil, err
+	} else if ok {
+		present = DecodePresence(b)
+	}
+	var inline []byte
+	if l.Inline() && (slices.Contains(present, 0) || l.IsDirty(0)) {
+		b, ok, err := r.Inline(ino)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: inode %d", ErrInlineMissing, ino)
+		}
+		inline = b
+	}
+	return NewFile(s, ino, present, inline), nil
+}
+
 // Source says where a block's bytes come from.
 type Source int
 

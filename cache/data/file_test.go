@@ -205,3 +205,44 @@ func TestFileEvictable(t *testing.T) {
 		t.Fatalf("inline file: evictable %v, want none", got)
 	}
 }
+
+// storedMap is a file's stored records for LoadFile's tests.
+type storedMap struct{ inline, presence map[uint64][]byte }
+
+func (m storedMap) Inline(ino uint64) ([]byte, bool, error) {
+	b, ok := m.inline[ino]
+	return b, ok, nil
+}
+
+func (m storedMap) Presence(ino uint64) ([]byte, bool, error) {
+	b, ok := m.presence[ino]
+	return b, ok, nil
+}
+
+// TestLoadFile: a file loads the blocks its presence record lists, and an
+// inline file its inline bytes when block 0 is present or dirty; an
+// inline file whose bytes are missing then is ErrInlineMissing.
+func TestLoadFile(t *testing.T) {
+	s := newSources(t, 4, nil)
+	st := storedMap{
+		inline:   map[uint64][]byte{2: []byte("ab")},
+		presence: map[uint64][]byte{1: EncodePresence(map[uint64]bool{0: true, 2: true}), 2: EncodePresence(map[uint64]bool{0: true})},
+	}
+	d, err := s.LoadFile(1, &testLayout{size: 12}, st)
+	if err != nil || !d.IsPresent(0) || d.IsPresent(1) || !d.IsPresent(2) {
+		t.Fatalf("load: %v, present %v", err, d.Present())
+	}
+	d, err = s.LoadFile(2, &testLayout{size: 2, inline: true}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := make([]byte, 2); d.ReadLocal(&testLayout{size: 2, inline: true}, p, 0) != nil || string(p) != "ab" {
+		t.Fatalf("inline bytes %q, want \"ab\"", p)
+	}
+	if _, err := s.LoadFile(3, &testLayout{size: 2, inline: true, dirty: map[uint64]bool{0: true}}, st); !errors.Is(err, ErrInlineMissing) {
+		t.Fatalf("dirty inline file without its bytes: %v, want ErrInlineMissing", err)
+	}
+	if _, err := s.LoadFile(3, &testLayout{size: 2, inline: true}, st); err != nil {
+		t.Fatalf("clean inline file, nothing present: %v", err)
+	}
+}
