@@ -30,8 +30,13 @@ import (
 //     file's name only: the kernel's reference keeps its bytes, as for any
 //     file removed while open.
 //
-// Writes that come through the engine land in the same data file, so
-// pinned readers see them at once.
+// A pin lives on an open node: the FUSE layer keeps an open of the file
+// for as long as it keeps a pin, which is until the kernel forgets the
+// inode, since a mapping of the data file outlives the handle that made
+// it. Writes that come through the engine land in the same data file, so
+// pinned readers and mappings see them at once. A shared writable mapping
+// writes the data file behind the engine; AdoptPinned records such
+// writes when the FUSE layer calls it.
 
 // PinLocal pins the data file of open regular file ino for passthrough
 // and returns a new descriptor of it (the caller closes it), if the file's

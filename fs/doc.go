@@ -152,22 +152,38 @@
 // remote or still on a host base) gets the data file as its FUSE
 // passthrough backing file, and the kernel reads it (page cache, O_DIRECT
 // and mmap alike) as it reads a local file. The engine pins the data file
-// while such a handle is open (cache.Volume.PinLocal): eviction passes it
-// over, a growing truncate grows it, and a restore, discard or a read-only
+// from such an open until the kernel forgets the inode, not only until
+// the handle's release, since a mapping outlives close(2) (the dynamic
+// loader maps and closes) and the kernel forgets the inode only once the
+// last mapping is gone (cache.Volume.PinLocal; passthrough.go's
+// ioMode.held): eviction passes it over (a held inode's blocks stay in the
+// cache until then, whatever its size), a growing truncate grows it, and a restore, discard or a read-only
 // mount following its branch writes the new content into it in place
 // (fetched before anything changes) instead of forgetting it, so an open
 // reader reads the new bytes afterwards (during the change it may read a
 // mix). The kernel allows one io mode per inode at a time, so the mode is
 // decided per inode (passthrough.go): while a passthrough open is held,
 // every open of the inode is passthrough, a writer too, with
-// FOPEN_DIRECT_IO so that its reads and writes still reach the server;
+// FOPEN_DIRECT_IO so that its reads and writes still reach the server
+// (and a write drops the file's capabilities as on a direct-write mount);
 // while a cached open is held, every open is cached. A passthrough
-// writer's mmap maps the data file, so its fsync and its release mark
-// every block of the file not dirty yet (clean ones and holes) dirty: the
-// next checkpoint captures whatever a shared mapping wrote, and an fsync
-// of the writer makes it durable as any write (msync alone does not reach
-// the server; such bytes are not in the change feed and move no mtime,
-// and a crash before the writer's fsync or release leaves them in the data
+// writer's mmap maps the data file, so its fsync and its release take the
+// data file as the truth for every block of the file (each becomes dirty
+// with a new write generation, cache.Volume.AdoptPinned): the next
+// checkpoint captures whatever a shared mapping wrote, and an fsync of the
+// writer makes it durable as any write. After a passthrough writer, the
+// fsync or release of any handle of the inode and the kernel's forget of
+// it adopt again, so what a shared mapping writes after the writer's
+// close(2) is recorded at the next of those. What a shared writable
+// mapping of a passthrough file can lose: msync alone does not reach the
+// server; bytes written through a mapping and not yet adopted are in no
+// checkpoint, not in the change feed, and move no mtime; a crash, or a
+// mount that ends before the adoption (a mapping written after every
+// descriptor of the file was closed is adopted only when the kernel
+// forgets the inode, which may be never before unmount), leaves them in
+// the local data file unrecorded, where a later eviction may drop them.
+// Each adoption also makes the next checkpoint upload the whole file
+// again, whether a mapping wrote or not. Writes
 // file unrecorded, so a later eviction may drop them). Writes
 // never pass through: dirty tracking, size, mtime, checkpoint capture and
 // the change feed stay the server's. Passthrough needs a kernel that

@@ -72,6 +72,7 @@ func (fsys *filesystem) forget(ino uint64) {
 	fsys.tombMu.Unlock()
 	fsys.io.mu.Lock()
 	if m := fsys.io.m[ino]; m != nil && m.pt == 0 && m.cached == 0 {
+		fsys.unhold(ino, m)
 		delete(fsys.io.m, ino)
 	}
 	fsys.io.mu.Unlock()

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"os"
 	"sync"
 	"syscall"
@@ -13,9 +14,9 @@ import (
 // FUSE passthrough (Tuning.Passthrough): a read-only open of a file whose
 // whole content is in its local data file gets that file as its backing
 // file, and the kernel serves its reads (and mmap) from it without asking
-// the server. The engine pins the data file while such a handle is open
-// (cache.Volume.PinLocal): it is never evicted, punched, cut or replaced
-// under it.
+// the server. The engine pins the data file from such a handle's open
+// until the kernel forgets the inode (cache.Volume.PinLocal, ioMode.held):
+// it is never evicted, punched, cut or replaced under it.
 //
 // The kernel allows one io mode per inode at a time (fs/fuse/iomode.c): all
 // opens of an inode are passthrough (with the same backing file) or none
@@ -33,11 +34,26 @@ import (
 //     server (dirty tracking, size, mtime and the change feed stay the
 //     engine's), but its mmap maps the backing file, so a shared writable
 //     mapping changes the data file behind the engine. Its fsync and its
-//     release therefore mark every block not dirty yet (clean ones and
-//     holes) dirty (adoptWritten, cache.Volume.AdoptPinned): the next
-//     checkpoint captures whatever such a mapping wrote. Bytes written
-//     only through such a mapping are not in the change feed and do not
-//     move mtime.
+//     release therefore take the data file as the truth for every block
+//     (adoptWritten, cache.Volume.AdoptPinned): the next checkpoint
+//     captures whatever such a mapping wrote. Bytes written only through
+//     such a mapping are not in the change feed and do not move mtime.
+//
+// A mapping outlives its handle's RELEASE (close(2) of a mapped file, as
+// the dynamic loader does): the kernel's vma holds the backing file, and
+// through it the FUSE file's path, so the kernel forgets the inode only
+// once the last mapping is gone. The first passthrough handle of an inode
+// to be released therefore hands its pin to the inode, with an engine open
+// of its own (ioMode.held), until the kernel forgets the inode (forget):
+// the data file stays whole and unevicted under any mapping. After a
+// passthrough writer, the fsync and release of any handle of the held
+// inode, and its forget, adopt the data file again, so what a mapping
+// wrote after the writer's close is recorded at the next of those. Until
+// then a checkpoint does not include it, and a mount that ends (or
+// crashes) before it leaves it in the local data file only, unrecorded.
+// Each adoption marks every block of the file dirty: the next checkpoint
+// uploads the whole file again, even if no mapping wrote anything. Held
+// inodes count in the cache's size but cannot be evicted until forgotten.
 //
 // A cached open that follows a period in which a passthrough writer wrote
 // drops the inode's page cache (no FOPEN_KEEP_CACHE): pages cached before
@@ -77,6 +93,14 @@ type ioModes struct {
 
 type ioMode struct {
 	pt, cached int
+	// held: the inode keeps one engine open and one pin of its data file
+	// from the release of its first passthrough handle until the kernel
+	// forgets it (forget), since a mapping made through a passthrough
+	// handle maps the data file and outlives the handle's RELEASE.
+	held bool
+	// mapWriter: a passthrough writer was open while held; its shared
+	// mappings may write the data file until the inode is forgotten.
+	mapWriter bool
 	// stale: a passthrough writer wrote through the server; the next
 	// cached open drops the inode's page cache.
 	stale bool
@@ -143,27 +167,46 @@ func (fsys *filesystem) passthroughOpen(ino uint64) bool {
 // drop forgets m, the mode of ino, if it holds nothing. Caller holds
 // fsys.io.mu.
 func (fsys *filesystem) drop(ino uint64, m *ioMode) {
-	if m.pt == 0 && m.cached == 0 && !m.stale {
+	if m.pt == 0 && m.cached == 0 && !m.stale && !m.held {
 		delete(fsys.io.m, ino)
 	}
 }
 
-// adoptWritten makes the engine take the data file as the truth for the
-// blocks it does not know dirty, if f is a passthrough writer: a shared
-// writable mapping of f maps the data file and writes it without the
-// server (cache.Volume.AdoptPinned). Called at f's fsync, so that an
-// fsync after writes through a mapping makes them durable as any write,
-// and at its release.
+// adoptWritten makes the engine take the data file as the truth for
+// f's file (cache.Volume.AdoptPinned), if f is a passthrough writer or its
+// inode is held after one (ioMode.mapWriter): a shared writable mapping
+// made through a passthrough writer maps the data file and writes it
+// without the server, also after the writer's close. Called at f's fsync,
+// so that an fsync after writes through a mapping makes them durable as
+// any write, and at its release.
 func (fsys *filesystem) adoptWritten(ctx context.Context, f gofs.FileHandle) error {
-	if ph, ok := f.(*ptHandle); ok && ph.writer {
-		return fsys.vol.AdoptPinned(ctx, ph.ino)
+	h := asHandle(f)
+	if h == nil {
+		return nil
+	}
+	if ph, ok := f.(*ptHandle); ok && ph.writer || fsys.mapWritten(h.ino) {
+		return fsys.vol.AdoptPinned(ctx, h.ino)
 	}
 	return nil
 }
 
+// mapWritten reports whether ino is held after a passthrough writer
+// (ioMode.mapWriter).
+func (fsys *filesystem) mapWritten(ino uint64) bool {
+	fsys.io.mu.Lock()
+	defer fsys.io.mu.Unlock()
+	m := fsys.io.m[ino]
+	return m != nil && m.held && m.mapWriter
+}
+
 // release ends the io mode of handle f, before the engine's Release: a
-// passthrough writer's file has its clean blocks marked dirty, and the
-// data file is unpinned.
+// passthrough writer's file has its clean blocks marked dirty. The first
+// passthrough handle of an inode to be released hands its pin to the
+// inode, with an engine open of its own (ioMode.held): a mapping made
+// through the handle (the dynamic loader maps and closes) keeps reading
+// and writing the data file after RELEASE, until the kernel forgets the
+// inode (the mapping holds the inode through its backing file), so the
+// data file must stay whole and unevicted until then. Other handles unpin.
 func (fsys *filesystem) release(ctx context.Context, f gofs.FileHandle) error {
 	h := asHandle(f)
 	if h == nil {
@@ -171,13 +214,27 @@ func (fsys *filesystem) release(ctx context.Context, f gofs.FileHandle) error {
 	}
 	ph, pt := f.(*ptHandle)
 	err := fsys.adoptWritten(ctx, f)
-	if pt {
-		fsys.vol.Unpin(h.ino)
-		_ = ph.fd.Close()
-	}
 	fsys.io.mu.Lock()
 	defer fsys.io.mu.Unlock()
-	if m := fsys.io.m[h.ino]; m != nil {
+	m := fsys.io.m[h.ino]
+	if pt {
+		_ = ph.fd.Close()
+		switch {
+		case m == nil || m.held:
+			fsys.vol.Unpin(h.ino)
+		default:
+			if _, oerr := fsys.vol.Open(ctx, h.ino, false); oerr != nil {
+				fsys.vol.Unpin(h.ino)
+				err = errors.Join(err, oerr)
+			} else {
+				m.held = true
+			}
+		}
+		if m != nil && ph.writer {
+			m.mapWriter = true
+		}
+	}
+	if m != nil {
 		if pt {
 			m.pt--
 		} else {
@@ -186,4 +243,25 @@ func (fsys *filesystem) release(ctx context.Context, f gofs.FileHandle) error {
 		fsys.drop(h.ino, m)
 	}
 	return err
+}
+
+// unhold ends the hold of ino (ioMode.held) when the kernel forgets it:
+// no mapping of its data file is left, so what a writer's mapping wrote
+// is adopted (cache.Volume.AdoptPinned), the data file unpinned and the
+// hold's engine open released. Caller holds fsys.io.mu.
+func (fsys *filesystem) unhold(ino uint64, m *ioMode) {
+	if !m.held {
+		return
+	}
+	ctx := context.Background()
+	var err error
+	if m.mapWriter {
+		err = fsys.vol.AdoptPinned(ctx, ino)
+	}
+	fsys.vol.Unpin(ino)
+	err = errors.Join(err, fsys.vol.Release(ctx, ino))
+	m.held, m.mapWriter = false, false
+	if err != nil {
+		fsys.log.Warn("passthrough: end of the hold of a forgotten inode", "ino", ino, "err", err)
+	}
 }

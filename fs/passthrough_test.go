@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -351,6 +352,112 @@ func TestPassthroughPinned(t *testing.T) {
 	}
 	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, one) {
 		t.Fatalf("new open after a restore: %d bytes, %v", len(got), err)
+	}
+}
+
+// TestPassthroughMappingAfterClose: a read-only shared mapping made
+// through a passthrough reader and kept after close(2) (the dynamic
+// loader's pattern) maps the data file; it still reads the file's bytes
+// after eviction runs (a cache a tenth of the file) while a cached open
+// holds the file open: the data file stays pinned until the kernel
+// forgets the inode, not only until RELEASE.
+func TestPassthroughMappingAfterClose(t *testing.T) {
+	needPassthrough(t)
+	m := fstest.Start(t, fstest.Options{Args: append([]string{"--checkpoint-interval=-1s", "--cache-size=4M"}, ptArgs...)})
+	p := filepath.Join(m.Dir, "f")
+	want := pattern(40<<20+77, 8)
+	if err := os.WriteFile(p, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(p, unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Sync(t) // the file's blocks become clean cache, evictable once unpinned
+	mm, err := unix.Mmap(fd, 0, len(want), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		_ = unix.Close(fd)
+		t.Fatal(err)
+	}
+	defer func() { _ = unix.Munmap(mm) }()
+	if err := unix.Close(fd); err != nil { // RELEASE; the mapping lives on
+		t.Fatal(err)
+	}
+	// A cached open: the node is open again, and eviction punches an open
+	// node's data file in place.
+	w, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := os.WriteFile(filepath.Join(m.Dir, "other"), pattern(12<<20, 9), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.Sync(t)
+	if _, err := os.ReadFile(filepath.Join(m.Dir, "other")); err != nil {
+		t.Fatal(err)
+	}
+	// Eviction runs in the background: look for a while.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if !bytes.Equal(mm, want) {
+			zeros := bytes.Count(mm, []byte{0}) - bytes.Count(want, []byte{0})
+			t.Fatalf("mapping kept after close, after eviction: differs (%d more zero bytes)", zeros)
+		}
+	}
+}
+
+// TestPassthroughMappingWritesAfterClose: what a shared writable mapping
+// made through a passthrough writer writes after the writer's close (and
+// the reader's) is recorded once the kernel forgets the inode, and a
+// fresh cache reads it after a sync.
+func TestPassthroughMappingWritesAfterClose(t *testing.T) {
+	needPassthrough(t)
+	m := fstest.Start(t, fstest.Options{Args: append([]string{"--checkpoint-interval=-1s"}, ptArgs...)})
+	p := filepath.Join(m.Dir, "f")
+	want := pattern(4<<20, 10)
+	if err := os.WriteFile(p, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := unix.Open(p, unix.O_RDONLY, 0) // passthrough
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := unix.Open(p, unix.O_RDWR, 0) // a passthrough writer
+	if err != nil {
+		t.Fatal(err)
+	}
+	mm, err := unix.Mmap(w, 0, len(want), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Close(w); err != nil {
+		t.Fatal(err)
+	}
+	m.Sync(t)
+	mapped := pattern(1<<20, 11)
+	copy(mm[1<<20:], mapped)
+	copy(want[1<<20:], mapped)
+	if err := unix.Msync(mm, unix.MS_SYNC); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Munmap(mm); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Close(r); err != nil {
+		t.Fatal(err)
+	}
+	// Drop the kernel's dentries and inodes: it forgets the file.
+	unix.Sync()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0); err != nil {
+		t.Fatalf("drop caches: %v", err)
+	}
+	time.Sleep(time.Second) // FORGET is queued, not answered
+	m.Sync(t)
+	m.Unmount(t)
+	m2 := fstest.Start(t, fstest.Options{URL: m.URL, Dir: filepath.Join(t.TempDir(), "again")})
+	got, err := os.ReadFile(filepath.Join(m2.Dir, "f"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("fresh cache: %d bytes (want %d), %v; same: %v", len(got), len(want), err, bytes.Equal(got, want))
 	}
 }
 
