@@ -241,3 +241,65 @@ func TestKillWithTmpfileOpen(t *testing.T) {
 		t.Errorf("the linked O_TMPFILE file in the store: %d bytes, %v", len(b), err)
 	}
 }
+
+// TestKillAfterCloseWithoutFlush kills the mount server with SIGKILL after
+// files were written and closed without fsync: a writer's close sends no
+// FLUSH while nobody reads the change feed, so what persists a closed file
+// (an inline one's bytes too) is the writer's RELEASE, even while another
+// descriptor keeps the file open. Once the RELEASEs were served, the
+// files survive the kill (README's "Durability": without fsync, a kill
+// loses at most the last few milliseconds).
+func TestKillAfterCloseWithoutFlush(t *testing.T) {
+	// No checkpoint between the writes and the kill persists them instead.
+	m := fstest.Start(t, fstest.Options{Args: []string{"--checkpoint-interval=1h"}})
+	c := m.Client(t)
+	files := map[string][]byte{
+		"inline":      []byte("a small file, kept inline"),
+		"large":       bytes.Repeat([]byte("0123456789abcdef"), 40<<10),
+		"inline-open": []byte("written while a reader has it open"),
+	}
+	// A reader holds "inline-open" open across its writer's close: the
+	// file's last release comes only after the kill.
+	if err := os.WriteFile(filepath.Join(m.Dir, "inline-open"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := os.Open(filepath.Join(m.Dir, "inline-open"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	released := servedCalls(t, c, "release")
+	flushed := servedCalls(t, c, "flush")
+	for name, data := range files {
+		f, err := os.OpenFile(filepath.Join(m.Dir, name), os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := servedCalls(t, c, "flush") - flushed; n != 0 {
+		t.Errorf("closing %d written files sent %d FLUSH requests, want 0", len(files), n)
+	}
+	for deadline := time.Now().Add(time.Minute); servedCalls(t, c, "release")-released < int64(len(files)); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the RELEASEs of %d closed files were not served in a minute", len(files))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // the database's write-behind flush (5 ms)
+	m.Kill(t)
+	if !fstest.WaitDisconnected(m.Dir, 10*time.Second) {
+		t.Fatalf("the mount of a killed server is not reported disconnected")
+	}
+	m2 := fstest.Start(t, fstest.Options{URL: m.URL, CacheDir: m.CacheDir, Dir: m.Dir})
+	for name, data := range files {
+		if b, err := os.ReadFile(filepath.Join(m2.Dir, name)); err != nil || !bytes.Equal(b, data) {
+			t.Errorf("%s after the kill: %d bytes (%v), want %d", name, len(b), err, len(data))
+		}
+	}
+}

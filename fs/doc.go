@@ -39,27 +39,104 @@
 //     change of the directory;
 //   - symlink targets (symlinks never change in place).
 //
-// A descriptor open for reading only is opened with FOPEN_NOFLUSH: its
-// close(2) sends no FLUSH (one round trip of the four an open, read and
-// close of a small file cost; the engine's Flush persists what a
-// descriptor wrote, and the last RELEASE persists the file anyway).
+// FLUSH (sent at every close(2)) is asked for only where it does
+// something (openFlags, noFlushAt): by a descriptor that may write while
+// someone reads the change feed, which reports the file modified at that
+// close. Every other descriptor is opened with FOPEN_NOFLUSH, and what a
+// writer's FLUSH would persist (the file's size and times, an inline
+// file's bytes) its RELEASE persists instead, which the kernel sends
+// right after close(2) returns unless a dup, a fork or a mapping still
+// holds the open file (then at the last of those; until then the
+// checkpoints persist it, as they do any file still open); the change
+// feed reports what the descriptor wrote at that RELEASE. A write(2)
+// still returns only once its bytes are in the engine, and fsync is
+// unchanged
+// (README, "Durability"; TestKillAfterCloseWithoutFlush). What is lost
+// is close(2) reporting an error of that persist: the RELEASE logs it.
 //
-// Per operation, with the kernel's caches warm (agentfs bench reports these
-// counts per phase): a create of a small file costs LOOKUP (the name is
-// new), CREATE, GETXATTR of security.capability, WRITE, FLUSH, RELEASE, and
-// a GETATTR of the directory (default_permissions, see below). The
-// GETXATTR comes from the kernel's check for privileges to drop before a
-// write (file_remove_privs): FUSE_HANDLE_KILLPRIV_V2 lets the kernel
-// remember the answer in the inode (S_NOSEC), but FUSE forgets it whenever
-// it loads the inode's attributes, so it is asked at the first write(2) of
-// a new file and again at the first write after each GETATTR (measured: ten
-// writes, one GETXATTR; five writes each followed by a stat, five). Nothing
-// the server answers stops it short of failing every getxattr of the mount
-// (ENOSYS); the kernel skips the check only for FOPEN_DIRECT_IO writes
-// (Tuning.DirectWrite, an experiment: 200 creates of two writes each went
-// from 12 to 9 requests a file — GETXATTR 1→0, WRITE 3→2, READ 2→1 —
-// BENCHMARKS.md run D; not the default: what was written is no longer in
-// the page cache, and a direct-io open keeps the file out of passthrough).
+// # Requests per file
+//
+// The FUSE round trip (about 30 µs on the 2-core machine of
+// BENCHMARKS.md) is what separates a mount from the local disk on small
+// files, so each request a workload sends per file is accounted for here,
+// with its cause in the kernel (6.18, fs/fuse) and why the server cannot
+// answer it away (agentfs bench reports these counts per phase;
+// BENCHMARKS.md run F). With the kernel's caches warm:
+//
+//   - create (open O_CREAT|O_EXCL, write, close): LOOKUP, CREATE,
+//     GETXATTR, WRITE, RELEASE, GETATTR: 6.
+//   - tar -x (GNU tar 1.34 as root: the create, then futimens, fchown,
+//     fchmod): the create's 6, three SETATTR, a second GETXATTR (the
+//     fchown's), and a second WRITE where a file's data crosses one of
+//     tar's 10 KiB records: 10.4.
+//   - cp -r (coreutils 9.1: stat and open of the source, the create,
+//     copy_file_range): GETATTR of the source, OPEN, RELEASE of the
+//     source, LOOKUP, CREATE, GETXATTR, COPY_FILE_RANGE, RELEASE,
+//     GETATTR of the directory: 9.
+//   - git add -A (git 2.39, per file of a fresh tree): the file's lstat,
+//     OPEN, READ, RELEASE; access(2) of the object's name (LOOKUP); its
+//     temporary file created and written (LOOKUP, CREATE, GETATTR of the
+//     directory, GETXATTR, WRITE, RELEASE), link(2)ed to the object's
+//     name (LOOKUP, LINK) and unlinked (GETATTR of the directory,
+//     UNLINK); a mkdir of an object directory for one file in four, with
+//     its LOOKUPs; the rest (4.3 LOOKUP and 3.0 GETATTR in all) are
+//     lstats of the tree's files, whose attributes their write or git's
+//     read dropped: 16.7.
+//
+// Why each stays:
+//
+//   - LOOKUP before CREATE (fuse_atomic_open): the kernel looks a name up
+//     before creating it unless a valid negative entry is cached, and with
+//     O_EXCL (and for link, mkdir, symlink) it revalidates even a cached
+//     negative entry (fuse_dentry_revalidate fails a negative dentry under
+//     LOOKUP_EXCL). The mount already caches negative entries for an hour.
+//   - GETATTR of the directory after a create, link or unlink in it:
+//     the kernel drops the directory's attributes at every change of it
+//     (fuse_dir_changed) and, with default_permissions, fetches them before
+//     the next permission check there (fuse_permission). A reply carries
+//     no attributes of the parent; only checking permissions in the server
+//     (no default_permissions, see "Permissions") would remove it.
+//   - GETXATTR of security.capability at the first write(2) of a new file
+//     (and at the first write after each GETATTR): the kernel's check for
+//     privileges to drop (file_remove_privs). FUSE_HANDLE_KILLPRIV_V2 lets
+//     the kernel remember the answer in the inode (S_NOSEC), but FUSE
+//     forgets it whenever it loads the inode's attributes
+//     (fuse_change_attributes_common), which the CREATE reply does (measured:
+//     ten writes, one GETXATTR; five writes each followed by a stat,
+//     five). copy_file_range asks the same (file_modified) and chown asks
+//     unconditionally (notify_change with ATTR_KILL_PRIV), hence tar's
+//     second. Nothing the server answers stops it short of failing every
+//     getxattr of the mount (ENOSYS, which loses user.* too); the kernel
+//     skips the write's check only for FOPEN_DIRECT_IO writes
+//     (Tuning.DirectWrite, an experiment: 200 creates of two writes each
+//     went from 12 to 9 requests a file — GETXATTR 1→0, WRITE 3→2, READ
+//     2→1 — BENCHMARKS.md run D; not the default: what was written is not
+//     in the page cache, so the next read of the file, such as git add's
+//     of the files an agent wrote, is a READ, and a direct-io open keeps
+//     the file out of passthrough).
+//   - WRITE per write(2): writes are write-through (below).
+//   - RELEASE per open: it ends the engine's open of the file (open
+//     counts, files unlinked while open, passthrough pins); the kernel
+//     skips it only when the server has no opens at all (ENOSYS to OPEN).
+//     It is asynchronous: close(2) does not wait for it.
+//   - SETATTR per futimens, fchown, fchmod: one per call, as the kernel
+//     sends them.
+//   - GETATTR of the source in cp -r (and of a file stat(2)ed after a
+//     READ): the kernel drops the file's cached atime after a READ
+//     (fuse_invalidate_atime), whatever the mount's atime option, and
+//     stat(2) asks for it; the tree workload greps the tree before
+//     copying it. (Measured on 100 files a shell wrote with O_TRUNC and
+//     no read: cp -r sent 101 GETATTR and 202 LOOKUP; after a cat of
+//     each, 201 and 102. Why a file created with O_CREAT|O_TRUNC is
+//     looked up again at its next stat(2), where one created with O_EXCL
+//     gets a GETATTR, is not known yet; it costs one request either way.)
+//   - READ of a file just written (git add): a write-through write of
+//     less than a whole page leaves the page not up to date, so the first
+//     read of a small file written through this mount reads it.
+//   - LOOKUP for git's link(2) to the object name it just checked with
+//     access(2): the negative entry is revalidated under LOOKUP_EXCL, as
+//     above.
+//
 // A file listed by `ls -l` costs nothing beyond its attributes: see
 // "Extended attributes".
 //

@@ -81,23 +81,40 @@ func (fsys *filesystem) forget(ino uint64) {
 // openFlags are the FOPEN_* flags of a regular file's open with open(2)
 // flags flags: the kernel keeps the file's page cache across opens, since
 // every write goes through this mount (truncating opens drop it); and a
-// descriptor open for reading only sends no FLUSH at its close(2), a round
-// trip with nothing to do (Flush persists what a descriptor wrote: a
-// read-only one writes nothing, its atime is set at open, and the last
-// RELEASE persists the file all the same).
+// descriptor sends no FLUSH at its close(2) (FOPEN_NOFLUSH), a round trip,
+// unless it may write while the change feed is active (noFlushAt).
 func (fsys *filesystem) openFlags(flags uint32) uint32 {
 	trunc := flags&syscall.O_TRUNC != 0
 	var out uint32
 	if !trunc && fsys.keepCache {
 		out |= fuse.FOPEN_KEEP_CACHE
 	}
-	if !trunc && flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+	if fsys.noFlushAt(flags) {
 		out |= fuse.FOPEN_NOFLUSH
 	}
 	if fsys.directWr && flags&syscall.O_ACCMODE == syscall.O_WRONLY {
 		out |= fuse.FOPEN_DIRECT_IO
 	}
 	return out
+}
+
+// noFlushAt reports whether a descriptor opened with open(2) flags flags
+// can do without FLUSH at its close(2). FLUSH does two things: the engine
+// persists the file's in-memory attributes (and an inline file's bytes),
+// and the change feed reports the file modified if the descriptor wrote.
+// The first needs no FLUSH: the kernel sends RELEASE as the last
+// descriptor of an open file goes (right after close(2) returns, unless
+// a dup, a fork or a mapping still holds it), a written descriptor's
+// RELEASE persists the file (node.Release), and every checkpoint
+// persists the files still open.
+// The second does: a RELEASE is answered after close(2) has returned, so
+// once someone has subscribed to the feed (changefeed.Feed.Active; it
+// stays active) a descriptor that may write keeps its FLUSH, and its
+// "modified" still comes at its close. A descriptor open for reading
+// only (and not truncating) writes nothing and never needs it.
+func (fsys *filesystem) noFlushAt(flags uint32) bool {
+	readOnly := flags&syscall.O_ACCMODE == syscall.O_RDONLY && flags&syscall.O_TRUNC == 0
+	return readOnly || !fsys.changes.Active()
 }
 
 // dirOpenFlags are the FOPEN_* flags of a directory's open: the kernel

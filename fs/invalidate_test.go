@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentfs/agentfs/cache"
+	"github.com/agentfs/agentfs/fs/changefeed"
 	"github.com/agentfs/agentfs/fs/control"
 	"github.com/agentfs/agentfs/fs/fstest"
 )
@@ -76,12 +77,15 @@ func TestKernelCachingAndInvalidation(t *testing.T) {
 	if n := delta("read", read); n != 0 {
 		t.Errorf("a repeated read of a cached file reached the server %d times", n)
 	}
-	// A descriptor open for reading only is closed without a FLUSH; one
-	// open for writing still sends it (the engine persists what it wrote).
+	// A descriptor open for reading only is closed without a FLUSH; so is
+	// one open for writing while nobody reads the change feed (its last
+	// RELEASE persists the file); once someone does, a writer's close
+	// sends FLUSH, at which the feed reports the file modified.
 	if n := delta("flush", read); n != 0 {
 		t.Errorf("closing a read-only descriptor sent %d FLUSH requests", n)
 	}
-	if n := delta("flush", func() {
+	writeClose := func() {
+		t.Helper()
 		f, err := os.OpenFile(p, os.O_WRONLY, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -89,8 +93,16 @@ func TestKernelCachingAndInvalidation(t *testing.T) {
 		if err := f.Close(); err != nil {
 			t.Fatal(err)
 		}
-	}); n != 1 {
-		t.Errorf("closing a descriptor open for writing sent %d FLUSH requests, want 1", n)
+	}
+	if n := delta("flush", writeClose); n != 0 {
+		t.Errorf("closing a descriptor open for writing, the feed inactive, sent %d FLUSH requests, want 0", n)
+	}
+	readFeed(t, c, changefeed.Options{})
+	if n := delta("flush", writeClose); n != 1 {
+		t.Errorf("closing a descriptor open for writing, the feed active, sent %d FLUSH requests, want 1", n)
+	}
+	if n := delta("flush", read); n != 0 {
+		t.Errorf("closing a read-only descriptor, the feed active, sent %d FLUSH requests", n)
 	}
 	missing := filepath.Join(m.Dir, "missing")
 	if err := stat(missing); !errors.Is(err, syscall.ENOENT) {

@@ -289,8 +289,9 @@ func (n *node) Write(ctx context.Context, f gofs.FileHandle, data []byte, off in
 	return uint32(c), 0
 }
 
-// Flush runs at every close(2) of a descriptor of n: the engine persists
-// the file's in-memory attributes.
+// Flush runs at every close(2) of a descriptor of n opened without
+// FOPEN_NOFLUSH (noFlushAt): the engine persists the file's in-memory
+// attributes, and the change feed reports what the descriptor wrote.
 func (n *node) Flush(ctx context.Context, f gofs.FileHandle) (errno syscall.Errno) {
 	defer n.fsys.ops.done(opFlush, time.Now(), &errno)
 	if n.fsys.noFlush {
@@ -321,11 +322,18 @@ func (n *node) Release(ctx context.Context, f gofs.FileHandle) (errno syscall.Er
 	if h == nil || !h.release() {
 		return 0
 	}
-	n.flushed(h)
 	// The kernel does not wait for RELEASE to finish; a cancelled context
 	// must not leave the engine's open count behind.
 	ctx = context.WithoutCancel(ctx)
-	err := n.fsys.release(ctx, f)
+	var err error
+	if h.written.Load() {
+		// Written since its last FLUSH (a writer sends none while the
+		// change feed is inactive): persist now, as FLUSH would have,
+		// even if other opens of the file keep it open.
+		err = n.fsys.vol.Flush(ctx, h.ino)
+	}
+	n.flushed(h)
+	err = errors.Join(err, n.fsys.release(ctx, f))
 	return n.errno("release", errors.Join(err, n.fsys.vol.Release(ctx, h.ino)))
 }
 

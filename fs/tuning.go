@@ -56,8 +56,10 @@ type Tuning struct {
 	// afterwards.
 	DirectWrite bool
 	// NoFlush answers the first FLUSH with ENOSYS, after which the kernel
-	// sends none (a round trip less at every close(2)); the engine then
-	// persists a file's attributes at its last release only.
+	// sends none. Without it a descriptor's close(2) sends FLUSH only if
+	// the descriptor may write while someone reads the change feed (see
+	// doc.go); with it, not then either, and the feed reports what a
+	// descriptor wrote at its release instead of at its close.
 	NoFlush bool
 	// Passthrough lets a read-only open of a file whose whole content is
 	// in its local data file have the kernel read that file directly
