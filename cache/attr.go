@@ -4,11 +4,12 @@ import (
 	"time"
 
 	"github.com/agentfs/agentfs/cache/meta"
+	"github.com/agentfs/agentfs/cache/ns"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
 // RootIno is the inode number of the volume's root directory.
-const RootIno uint64 = 1
+const RootIno = ns.RootIno
 
 // File type bits of st_mode (POSIX values).
 const (
@@ -20,8 +21,8 @@ const (
 	ModeSocket   = 0o140000
 	ModeCharDev  = 0o020000
 	ModeBlockDev = 0o060000
-	ModePerm     = 0o7777 // permission, setuid, setgid and sticky bits
-	ModeSetgid   = 0o2000
+	ModePerm     = ns.ModePerm // permission, setuid, setgid and sticky bits
+	ModeSetgid   = ns.ModeSetgid
 )
 
 // TypeMode returns the st_mode type bits of t.
@@ -95,26 +96,11 @@ func (a Attr) StMode() uint32 { return TypeMode(a.Type) | a.Mode }
 func Time(ns int64) time.Time { return time.Unix(0, ns) }
 
 // Cred is the caller's identity, used for the owner of new inodes.
-type Cred struct {
-	Uid uint32
-	Gid uint32
-}
+type Cred = ns.Cred
 
-// SetAttrIn lists the attributes SetAttr changes; nil fields are left alone.
-type SetAttrIn struct {
-	Mode *uint32 // permission bits; type bits are ignored
-	Uid  *uint32
-	Gid  *uint32
-	Size *uint64
-	// Atime and Mtime in nanoseconds; AtimeNow / MtimeNow set the current
-	// time instead (UTIME_NOW).
-	Atime    *int64
-	Mtime    *int64
-	AtimeNow bool
-	MtimeNow bool
-	// Ctime, if set, is taken as is (otherwise any change sets it to now).
-	Ctime *int64
-}
+// SetAttrIn lists the attributes SetAttr changes; nil fields are left
+// alone (see ns.SetAttrIn).
+type SetAttrIn = ns.SetAttrIn
 
 // DirEntry is one entry of a directory listing.
 type DirEntry struct {
@@ -124,31 +110,31 @@ type DirEntry struct {
 }
 
 // RenameFlags modify Rename, as renameat2(2) flags do.
-type RenameFlags uint32
+type RenameFlags = ns.RenameFlags
 
 // Rename flags.
 const (
 	// RenameNoReplace fails with ErrExists if the target exists.
-	RenameNoReplace RenameFlags = 1 << iota
+	RenameNoReplace = ns.RenameNoReplace
 	// RenameExchange atomically swaps source and target, which must both
 	// exist.
-	RenameExchange
+	RenameExchange = ns.RenameExchange
 )
 
 // Xattr set flags, as setxattr(2) takes them.
 const (
-	XattrCreate  = 1 // fail with ErrExists if the attribute exists
-	XattrReplace = 2 // fail with ErrNoAttr if it does not
+	XattrCreate  = ns.XattrCreate  // fail with ErrExists if the attribute exists
+	XattrReplace = ns.XattrReplace // fail with ErrNoAttr if it does not
 )
 
 // Limits enforced by the engine.
 const (
-	MaxNameLen     = 255
+	MaxNameLen     = ns.MaxNameLen
 	MaxSymlinkLen  = 4095
-	MaxXattrName   = 255
-	MaxXattrValue  = 64 << 10
-	MaxXattrsTotal = 1 << 20 // all attributes of one inode together
-	MaxFileSize    = 1 << 50 // 1 PiB
+	MaxXattrName   = ns.MaxXattrName
+	MaxXattrValue  = ns.MaxXattrValue
+	MaxXattrsTotal = ns.MaxXattrsTotal // all attributes of one inode together
+	MaxFileSize    = 1 << 50           // 1 PiB
 	// InlineMax is the largest file whose local bytes the engine keeps in
 	// its database rather than in a data file of its own (bounded by the
 	// volume's chunk size): creating a data file costs a filesystem create,

@@ -46,12 +46,20 @@
 //     layer and the read cache (meta.DB, its transactions), the key layout
 //     and the inode and dentry records with their encoding, and the dirty
 //     set (the in-memory mirror of tree marks and dirty files, changed by a
-//     meta.Delta after its transaction commits). Named meta, not ns, for
-//     what it holds: the "meta" database of the cache directory and its
-//     records; the namespace operations (lookup, create, rename, the lazy
-//     load) still run here, under Volume.mu, on top of it. It imports
-//     neither this package nor cache/data, and knows no lock of the engine:
-//     the facade orders mark writers with markMu (marks.go).
+//     meta.Delta after its transaction commits). It imports neither this
+//     package nor cache/data, and knows no lock of the engine: the facade
+//     orders mark writers with markMu (marks.go).
+//   - cache/ns, the namespace changes on top of cache/meta: a change
+//     (ns.Change: one transaction, records read through it and installed
+//     at its commit, its tree marks and dirty-set delta) and the record
+//     logic of create, link, remove (dropName: orphans, deletion), rename,
+//     attributes and extended attributes. It reaches the engine through
+//     ns.Host (nsHost in namespace.go: open files' records under node.mu,
+//     the lower's Mod flag, inode numbers, the clock, the commit of marks
+//     under markMu, a deleted inode's data) and runs with Volume.mu held;
+//     a base directory not loaded yet is an ns.NotLoadedError, which the
+//     facade loads and retries (retryLoad). The namespace's error kinds
+//     are its own; this package returns them under the same names.
 //   - cache/commit, the committer, so far the parts of a checkpoint that
 //     need only records and the store: the Uploader (one checkpoint's
 //     blobs, packed by type and uploaded in the background through
@@ -86,24 +94,26 @@
 // (data.Origins, in data.Sources): data.File opens a file's origin, reads
 // it and copies up its blocks.
 //
-// Still here: the namespace operations (namespace.go, load.go, attr.go,
-// marks.go), the open files (file.go: node, its record and its data.File
-// under one lock, which it lends to data.Fetcher as a data.Held; of
-// write-back and truncation what needs the namespace: the record's dirty
-// marks, size and times, its persistence before bytes land; of
-// passthrough, passthrough.go, the record's side: adopted blocks made
-// dirty and their generations, a refilled file's presence persisted), and
-// the rest of the committer: a checkpoint's phases, which files a capture
-// reads, the freeze, and in apply the holding of each file (holdFile), the
-// batches and markMu (checkpoint.go), the switch to a commit, the
-// reconciler's commit.Live and following a branch (reconcile.go), and
-// history (history.go).
+// Still here: of the namespace, the facade's methods and the reads
+// (lookup, stat, readdir, xattrs: namespace.go), the lazy load of base
+// directories (load.go) and the writes of marks (marks.go); the open files
+// (file.go: node, its record and its data.File under one lock, which it
+// lends to data.Fetcher as a data.Held; of write-back and truncation what
+// needs the namespace: the record's dirty marks, size and times, its
+// persistence before bytes land; of passthrough, passthrough.go, the
+// record's side: adopted blocks made dirty and their generations, a
+// refilled file's presence persisted), and the rest of the committer: a
+// checkpoint's phases, which files a capture reads, the freeze, and in
+// apply the holding of each file (holdFile), the batches and markMu
+// (checkpoint.go), the switch to a commit, the reconciler's commit.Live
+// and following a branch (reconcile.go), and history (history.go).
 //
 // The namespace lock (Volume.mu) stays one lock after the split, for these
-// reasons. Every namespace change (mop) runs whole under it, exclusively,
-// and lookups and stats take it shared. meta.Txn detects no conflicts (the
-// write-behind layer commits without checking), so two changes that may
-// touch one key must be ordered by a lock of the engine, and a change's
+// reasons. Every namespace change (ns.Change) runs whole under it,
+// exclusively, and lookups and stats take it shared. meta.Txn detects no
+// conflicts (the write-behind layer commits without checking), so two
+// changes that may touch one key must be ordered by a lock of the engine,
+// and a change's
 // keys are not known before it runs: a rename reads every ancestor of its
 // target (checkNotAncestor), a link or unlink reaches the link table and a
 // hard-link group's records, every change writes its parents' Nlink and
@@ -136,5 +146,8 @@
 // cache/data holds evictMu for a whole eviction, during which it calls the
 // Evictor (which takes Volume.mu, node.mu and the database, in that order),
 // and never calls out with its mu held; cache/meta takes no lock of the
-// engine and calls out only to AfterFlush hooks, with its flushMu held.
+// engine and calls out only to AfterFlush hooks, with its flushMu held;
+// cache/ns has no lock of its own: a change, run under Volume.mu, takes
+// node.mu (ns.Host.LockOpen) and then markMu (ns.Host.CommitMarked)
+// through its Host.
 package cache

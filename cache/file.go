@@ -16,7 +16,8 @@ import (
 
 // node is the in-memory state of a regular file that is open (or in use by
 // the engine). While a node exists its rec is the authoritative record of
-// the inode; namespace changes read and install it through mop.
+// the inode; namespace changes read and install it through ns.Change
+// (nsFile, namespace.go).
 //
 // A block of the file is in one of these states (data.Source):
 //   - dirty (rec.Dirty): the local bytes are newer than any chunk;

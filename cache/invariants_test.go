@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentfs/agentfs/cache/data"
 	"github.com/agentfs/agentfs/cache/meta"
+	"github.com/agentfs/agentfs/cache/ns"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -28,8 +29,9 @@ import (
 // count of it), whose present blocks are those of its presence record
 // unless it has changes not yet persisted; every closed file's presence
 // record agrees with its inode record and the block cache's count of it
-// (checkClosedFiles); and every block generation names a dirty block
-// (checkGens). The model test calls it after
+// (checkClosedFiles); every block generation names a dirty block
+// (checkGens); and the namespace's records agree with its dentries
+// (ns.CheckInvariants). The model test calls it after
 // every step, so that a part split off the engine keeps the state it shares
 // with the others consistent.
 func (v *Volume) checkInvariants() error {
@@ -47,6 +49,9 @@ func (v *Volume) checkInvariants() error {
 		return err
 	}
 	if err := v.checkGens(); err != nil {
+		return err
+	}
+	if err := ns.CheckInvariants(v.db); err != nil {
 		return err
 	}
 	v.markMu.Lock()

@@ -1,6 +1,10 @@
 package cache
 
-import "github.com/agentfs/agentfs/cache/meta"
+import (
+	"fmt"
+
+	"github.com/agentfs/agentfs/cache/meta"
+)
 
 // update runs fn in a read-write transaction and, once it commits, applies
 // the dirty-set changes fn recorded. markMu orders it against the
@@ -23,5 +27,23 @@ func (v *Volume) setMark(txn *meta.Txn, d *meta.Delta, dir uint64) error {
 		return err
 	}
 	d.Mark(dir, seq)
+	return nil
+}
+
+// commitMarked writes a tree mark for each directory of dirs in txn,
+// commits it and applies d to the dirty set, under markMu: a namespace
+// change's commit (ns.Host.CommitMarked).
+func (v *Volume) commitMarked(txn *meta.Txn, d *meta.Delta, dirs map[uint64]bool) error {
+	v.markMu.Lock()
+	defer v.markMu.Unlock()
+	for dir := range dirs {
+		if err := v.setMark(txn, d, dir); err != nil {
+			return err
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		return fmt.Errorf("cache database: %w", err)
+	}
+	v.dirty.Apply(d)
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/agentfs/agentfs/cache/commit"
 	"github.com/agentfs/agentfs/cache/data"
 	"github.com/agentfs/agentfs/cache/meta"
+	"github.com/agentfs/agentfs/cache/ns"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -96,6 +97,7 @@ type Volume struct {
 	chunkSize uint64
 	inlineMax uint64 // files up to this size keep their bytes in the database
 	db        *meta.DB
+	names     *ns.Namespace // namespace changes on db
 	files     *data.Files   // the data files
 	data      *data.Sources // what open files' data states share (its Cache set with blocks)
 	lower     Lower         // the lower layer of a virtual workspace (nil: none)
@@ -223,6 +225,7 @@ func Open(ctx context.Context, opts Options) (*Volume, error) {
 		return nil, fmt.Errorf("open cache database in %s (is another agentfs using this cache dir?): %w", opts.CacheDir, err)
 	}
 	v.db = meta.NewDB(db, v.log)
+	v.names = ns.New(v.db, nsHost{v}, v.repo.EmptyTreeHash())
 	if err := v.init(ctx); err != nil {
 		v.cancel()
 		if v.lease != nil {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -67,10 +68,21 @@ func TestErrno(t *testing.T) {
 // TestErrnoCoversEveryKind fails when cache grows an error kind that Errno
 // does not map (it would fall through to EIO and a log line). The kinds are
 // read from cache's source: every exported package-level Err* variable.
+// The namespace's kinds are cache/ns's, which cache returns under the same
+// names: each of them must be one of cache's.
 func TestErrnoCoversEveryKind(t *testing.T) {
-	names := cacheErrorKinds(t)
+	names := errorKinds(t, "../cache")
 	if len(names) < 10 {
 		t.Fatalf("found only %d error kinds in cache's source (%v): is the parser looking in the right place?", len(names), names)
+	}
+	nsNames := errorKinds(t, "../cache/ns")
+	if len(nsNames) < 5 {
+		t.Fatalf("found only %d error kinds in cache/ns's source (%v): is the parser looking in the right place?", len(nsNames), nsNames)
+	}
+	for _, n := range nsNames {
+		if !slices.Contains(names, n) {
+			t.Errorf("ns.%s is not one of cache's error kinds (var %s = ns.%s in cache/errors.go): fs/ would not map it", n, n, n)
+		}
 	}
 	mapped := map[string]bool{"ErrIO": true} // handled by Errno after the table
 	table := errnoTableNames(t)
@@ -102,13 +114,13 @@ func TestErrnoCoversEveryKind(t *testing.T) {
 	}
 }
 
-// cacheErrorKinds returns the names of the exported package-level variables
-// named Err* in the non-test Go files of package cache.
-func cacheErrorKinds(t *testing.T) []string {
+// errorKinds returns the names of the exported package-level variables
+// named Err* in the non-test Go files of the package in dir.
+func errorKinds(t *testing.T, dir string) []string {
 	t.Helper()
-	files, err := filepath.Glob("../cache/*.go")
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("list cache's source: %v (%d files)", err, len(files))
+		t.Fatalf("list %s's source: %v (%d files)", dir, err, len(files))
 	}
 	var names []string
 	fset := token.NewFileSet()

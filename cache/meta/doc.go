@@ -12,11 +12,11 @@
 //     (directories whose trees must be rewritten) and the dirty-file index,
 //     changed by a Delta once the transaction that wrote the keys commits.
 //
-// It is named meta, not ns, after what it holds: the cache directory's
-// metadata database ("meta" on disk) and its records. The namespace
-// operations themselves (lookup, create, rename, the lazy load of base
-// directories) still run in package cache, under its namespace lock, on
-// top of this package. It knows nothing of data files, of the blob store
+// It is named after what it holds: the cache directory's metadata
+// database ("meta" on disk) and its records. The namespace changes
+// themselves (create, link, remove, rename, attributes) are cache/ns's, on
+// top of this package; lookups and the lazy load of base directories run
+// in package cache, under its namespace lock. It knows nothing of data files, of the blob store
 // or of the engine's locks, and never imports package cache or cache/data;
 // of package snapshot it uses only the tree-entry types and their encoding.
 //

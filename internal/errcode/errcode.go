@@ -32,6 +32,7 @@ import (
 	"github.com/agentfs/agentfs/cache"
 	"github.com/agentfs/agentfs/cache/commit"
 	"github.com/agentfs/agentfs/cache/data"
+	"github.com/agentfs/agentfs/cache/ns"
 	afs "github.com/agentfs/agentfs/fs"
 	"github.com/agentfs/agentfs/fs/changefeed"
 	"github.com/agentfs/agentfs/overlay"
@@ -221,23 +222,24 @@ var Engine = Table{
 	{"snapshot.ErrMissing", snapshot.ErrMissing, Internal},
 
 	// cache (the mount's engine: its error kinds, which fs/errno.go turns
-	// into errno values for the kernel).
+	// into errno values for the kernel); the namespace's kinds are
+	// cache/ns's, which cache returns under the same names.
 	{"cache.ErrReadOnly", cache.ErrReadOnly, Forbidden},
-	{"cache.ErrNotFound", cache.ErrNotFound, NotFound},
-	{"cache.ErrExists", cache.ErrExists, Exists},
-	{"cache.ErrNotEmpty", cache.ErrNotEmpty, NotEmpty},
-	{"cache.ErrNotDir", cache.ErrNotDir, NotADirectory},
-	{"cache.ErrIsDir", cache.ErrIsDir, IsADirectory},
-	{"cache.ErrInvalid", cache.ErrInvalid, InvalidArgument},
-	{"cache.ErrNameTooLong", cache.ErrNameTooLong, InvalidArgument},
-	{"cache.ErrNoAttr", cache.ErrNoAttr, NotFound},
-	{"cache.ErrRange", cache.ErrRange, InvalidArgument},
-	{"cache.ErrNotSupported", cache.ErrNotSupported, InvalidArgument},
-	{"cache.ErrPermission", cache.ErrPermission, Forbidden},
+	{"cache/ns.ErrNotFound", ns.ErrNotFound, NotFound},
+	{"cache/ns.ErrExists", ns.ErrExists, Exists},
+	{"cache/ns.ErrNotEmpty", ns.ErrNotEmpty, NotEmpty},
+	{"cache/ns.ErrNotDir", ns.ErrNotDir, NotADirectory},
+	{"cache/ns.ErrIsDir", ns.ErrIsDir, IsADirectory},
+	{"cache/ns.ErrInvalid", ns.ErrInvalid, InvalidArgument},
+	{"cache/ns.ErrNameTooLong", ns.ErrNameTooLong, InvalidArgument},
+	{"cache/ns.ErrNoAttr", ns.ErrNoAttr, NotFound},
+	{"cache/ns.ErrRange", ns.ErrRange, InvalidArgument},
+	{"cache/ns.ErrNotSupported", ns.ErrNotSupported, InvalidArgument},
+	{"cache/ns.ErrPermission", ns.ErrPermission, Forbidden},
 	{"cache.ErrFileTooBig", cache.ErrFileTooBig, TooLarge},
 	{"cache.ErrLoop", cache.ErrLoop, InvalidArgument},
-	{"cache.ErrNoSpace", cache.ErrNoSpace, Unavailable},
-	{"cache.ErrIO", cache.ErrIO, Internal},
+	{"cache/ns.ErrNoSpace", ns.ErrNoSpace, Unavailable},
+	{"cache/ns.ErrIO", ns.ErrIO, Internal},
 	{"cache.ErrClosed", cache.ErrClosed, Unavailable},
 	{"cache/data.ErrOrigin", data.ErrOrigin, Internal},                 // a virtual workspace's host file could not be read (cache wraps it in ErrIO)
 	{"cache/commit.ErrInconsistent", commit.ErrInconsistent, Internal}, // a checkpoint found the namespace's records inconsistent (cache wraps it in ErrIO)
