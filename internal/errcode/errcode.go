@@ -242,6 +242,8 @@ var Engine = Table{
 	{"cache/ns.ErrIO", ns.ErrIO, Internal},
 	{"cache.ErrClosed", cache.ErrClosed, Unavailable},
 	{"cache/data.ErrOrigin", data.ErrOrigin, Internal},                 // a virtual workspace's host file could not be read (cache wraps it in ErrIO)
+	{"cache/data.ErrDataFile", data.ErrDataFile, Internal},             // a data file longer than its file (cache wraps it in ErrIO)
+	{"cache/data.ErrInlineMissing", data.ErrInlineMissing, Internal},   // an inline file's stored bytes are missing (cache wraps it in ErrIO)
 	{"cache/commit.ErrInconsistent", commit.ErrInconsistent, Internal}, // a checkpoint found the namespace's records inconsistent (cache wraps it in ErrIO)
 
 	// blobstore.
