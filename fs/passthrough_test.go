@@ -290,13 +290,7 @@ func TestPassthroughModes(t *testing.T) {
 	r1.Close()
 
 	// What the mapping wrote reached the store.
-	m.Sync(t)
-	m.Unmount(t)
-	m2 := fstest.Start(t, fstest.Options{URL: m.URL, Dir: filepath.Join(t.TempDir(), "again")})
-	got, err := os.ReadFile(filepath.Join(m2.Dir, "f"))
-	if err != nil || !bytes.Equal(got, want) {
-		t.Fatalf("fresh cache: %d bytes (want %d), %v; same: %v", len(got), len(want), err, bytes.Equal(got, want))
-	}
+	checkFreshCache(t, m, "f", want)
 }
 
 // TestPassthroughPinned: the data file under an open passthrough reader is
@@ -452,13 +446,7 @@ func TestPassthroughMappingWritesAfterClose(t *testing.T) {
 		t.Fatalf("drop caches: %v", err)
 	}
 	time.Sleep(time.Second) // FORGET is queued, not answered
-	m.Sync(t)
-	m.Unmount(t)
-	m2 := fstest.Start(t, fstest.Options{URL: m.URL, Dir: filepath.Join(t.TempDir(), "again")})
-	got, err := os.ReadFile(filepath.Join(m2.Dir, "f"))
-	if err != nil || !bytes.Equal(got, want) {
-		t.Fatalf("fresh cache: %d bytes (want %d), %v; same: %v", len(got), len(want), err, bytes.Equal(got, want))
-	}
+	checkFreshCache(t, m, "f", want)
 }
 
 // TestPOSIXPassthrough runs the POSIX suite over a mount with FUSE
@@ -499,5 +487,19 @@ func TestPOSIXPassthrough(t *testing.T) {
 	m.Sync(t)
 	if out, err := m.Agentfs("fsck", "--full", m.URL); err != nil {
 		t.Fatalf("fsck --full: %v\n%s", err, out)
+	}
+}
+
+// checkFreshCache syncs and unmounts m, mounts its volume again with a
+// fresh cache and fails t unless file name there holds want: what m wrote
+// reached the store.
+func checkFreshCache(t *testing.T, m *fstest.Mount, name string, want []byte) {
+	t.Helper()
+	m.Sync(t)
+	m.Unmount(t)
+	m2 := fstest.Start(t, fstest.Options{URL: m.URL, Dir: filepath.Join(t.TempDir(), "again")})
+	got, err := os.ReadFile(filepath.Join(m2.Dir, name))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("fresh cache: %d bytes (want %d), %v; same: %v", len(got), len(want), err, bytes.Equal(got, want))
 	}
 }
