@@ -153,17 +153,7 @@ func TestAdoptPinned(t *testing.T) {
 	v := openVolume(t, url, "")
 	bs := int(v.chunkSize)
 	want := bytes.Repeat([]byte("base"), 2*bs/4) // two clean blocks once synced
-	a := writeFile(t, v, RootIno, "f", want)
-	if err := v.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := v.Open(ctx, a.Ino, false); err != nil {
-		t.Fatal(err)
-	}
-	f, err := v.PinLocal(a.Ino, false)
-	if err != nil || f == nil {
-		t.Fatalf("pin: %v, %v", f, err)
-	}
+	a, f := syncedAndPinned(t, v, want)
 	grown := uint64(4 * bs) // blocks 2 and 3 are holes
 	if _, err := v.SetAttr(ctx, a.Ino, SetAttrIn{Size: &grown}); err != nil {
 		t.Fatal(err)
@@ -210,17 +200,7 @@ func TestAdoptPinnedDuringCheckpoint(t *testing.T) {
 	v := openVolume(t, url, "")
 	bs := int(v.chunkSize)
 	base := bytes.Repeat([]byte("base"), 2*bs/4)
-	a := writeFile(t, v, RootIno, "f", base)
-	if err := v.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := v.Open(ctx, a.Ino, false); err != nil {
-		t.Fatal(err)
-	}
-	f, err := v.PinLocal(a.Ino, false)
-	if err != nil || f == nil {
-		t.Fatalf("pin: %v, %v", f, err)
-	}
+	a, f := syncedAndPinned(t, v, base)
 	// A write(2) through the engine: block 0 dirty (B1).
 	if _, err := v.Write(ctx, a.Ino, []byte("B1B1B1"), 0); err != nil {
 		t.Fatal(err)
@@ -272,4 +252,24 @@ func TestAdoptPinnedDuringCheckpoint(t *testing.T) {
 	if got := readFile(t, v, a.Ino); !bytes.Equal(got[:6], want[:6]) {
 		t.Errorf("fresh cache after an fsync'd mapping write: %q, want %q", got[:6], want[:6])
 	}
+}
+
+// syncedAndPinned writes file "f" of v with data, syncs it (its blocks
+// clean and present), opens it and pins it, returning its attributes and
+// the pinned data file.
+func syncedAndPinned(t *testing.T, v *Volume, data []byte) (Attr, *os.File) {
+	t.Helper()
+	ctx := context.Background()
+	a := writeFile(t, v, RootIno, "f", data)
+	if err := v.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Open(ctx, a.Ino, false); err != nil {
+		t.Fatal(err)
+	}
+	f, err := v.PinLocal(a.Ino, false)
+	if err != nil || f == nil {
+		t.Fatalf("pin: %v, %v", f, err)
+	}
+	return a, f
 }
