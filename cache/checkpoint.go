@@ -16,7 +16,8 @@ import (
 //
 //	A. without the namespace lock: read every dirty block, encode it into
 //	   packs and upload them (in parallel);
-//	B. under the namespace lock (a short freeze): persist open files'
+//	B. under the namespace lock (a short freeze, which writes wait for:
+//	   they dirty blocks holding it shared, lockData): persist open files'
 //	   pending attributes, encode the blocks written since A, and rebuild the
 //	   trees of the directories that changed and of their ancestors,
 //	   bottom-up (unchanged subtrees keep their stored trees);

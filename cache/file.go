@@ -498,7 +498,7 @@ func (v *Volume) Write(ctx context.Context, ino uint64, data []byte, off uint64)
 	}
 	first, last := v.blockRange(off, end)
 	for {
-		n.mu.Lock()
+		v.lockData(n)
 		// A partial write to a remote block needs its old bytes first.
 		need, ok := uint64(0), false
 		for b := first; b <= last; b++ {
@@ -508,14 +508,14 @@ func (v *Volume) Write(ctx context.Context, ino uint64, data []byte, off uint64)
 			}
 		}
 		if ok {
-			n.mu.Unlock()
+			v.unlockData(n)
 			if err := ioErr(v.fetch.Block(ctx, n, need)); err != nil {
 				return 0, err
 			}
 			continue
 		}
 		err := v.writeLocked(n, data, off, first, last)
-		n.mu.Unlock()
+		v.unlockData(n)
 		if err != nil {
 			return 0, err
 		}
@@ -644,19 +644,37 @@ func (v *Volume) truncate(ctx context.Context, ino uint64, size uint64) error {
 func (v *Volume) truncateNode(ctx context.Context, n *node, size uint64) error {
 	bs := v.chunkSize
 	for {
-		n.mu.Lock()
+		v.lockData(n)
 		old := n.rec.Size
 		if size < old && size%bs != 0 && n.blockToCopy(size/bs) {
-			n.mu.Unlock()
+			v.unlockData(n)
 			if err := ioErr(v.fetch.Block(ctx, n, size/bs)); err != nil {
 				return err
 			}
 			continue
 		}
 		err := v.truncateLocked(n, size)
-		n.mu.Unlock()
+		v.unlockData(n)
 		return err
 	}
+}
+
+// lockData takes the locks under which an open file's blocks are dirtied
+// and its size changes outside a namespace change: the namespace lock
+// shared, then the file's. A checkpoint's freeze holds the namespace lock
+// exclusively, so no block is dirtied between its capture and the trees
+// it builds from the files' records (the cut no write crosses; without
+// it, a block dirtied meanwhile failed the checkpoint as not captured).
+// unlockData undoes it.
+func (v *Volume) lockData(n *node) {
+	v.mu.RLock()
+	n.mu.Lock()
+}
+
+// unlockData releases what lockData took.
+func (v *Volume) unlockData(n *node) {
+	n.mu.Unlock()
+	v.mu.RUnlock()
 }
 
 // truncateLocked sets the size and persists. Caller holds n.mu exclusively

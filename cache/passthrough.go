@@ -101,8 +101,8 @@ func (v *Volume) AdoptPinned(ctx context.Context, ino uint64) error {
 	if err != nil {
 		return err
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	v.lockData(n)
+	defer v.unlockData(n)
 	dirtied := false
 	for _, b := range n.d.Adoptable(n.Layout()) {
 		if !n.rec.IsDirty(b) {
