@@ -217,10 +217,11 @@ type remoteError struct {
 func (e *remoteError) Error() string { return e.msg }
 func (e *remoteError) Unwrap() error { return e.kind }
 
-// err rebuilds the server's error.
+// err rebuilds the server's error. A server of an earlier version may
+// send a name an entry had then: Decode understands those too.
 func (e errorReply) err() error {
 	var kind error
-	if ent, ok := Errors.ByName(e.Code); ok {
+	if ent, ok := Errors.Decode(e.Code); ok {
 		kind = ent.Err
 	}
 	return &remoteError{msg: e.Error, kind: kind}

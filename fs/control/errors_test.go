@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/agentfs/agentfs/cache"
 	"github.com/agentfs/agentfs/internal/errcode"
 	"github.com/agentfs/agentfs/internal/snapshottest"
 	"github.com/agentfs/agentfs/snapshot"
@@ -44,6 +45,16 @@ func TestErrorsCrossTheSocket(t *testing.T) {
 		if !errors.Is(err, e.Err) || err.Error() != b.syncErr.Error() {
 			t.Errorf("%s: the client got %q (matches: %v), the server failed with %q", e.Name, err, errors.Is(err, e.Err), b.syncErr)
 		}
+	}
+}
+
+// TestOldNamesDecode checks that an answer of a mount server of an earlier
+// version, naming a namespace error as it was named before cache/ns
+// (cache.ErrNotFound), comes back matching the same sentinel.
+func TestOldNamesDecode(t *testing.T) {
+	err := errorReply{Error: "lookup a: no such file or directory", Code: "cache.ErrNotFound"}.err()
+	if !errors.Is(err, cache.ErrNotFound) || err.Error() != "lookup a: no such file or directory" {
+		t.Errorf("an old server's cache.ErrNotFound came back as %q (matches: %v)", err, errors.Is(err, cache.ErrNotFound))
 	}
 }
 

@@ -5,7 +5,9 @@
 //
 //   - the control socket of a mount (fs/control) sends an error's entry
 //     name across the socket, so that the client's error matches the same
-//     sentinel with errors.Is, and answers with the HTTP status of its code;
+//     sentinel with errors.Is, and answers with the HTTP status of its code
+//     (the client and the server may be of different versions: a name an
+//     entry had before still decodes, Table.Decode);
 //   - the agentfs serve API (serve/apierr) answers with the code and its
 //     status.
 //
@@ -114,7 +116,8 @@ type Entry struct {
 	// Name is the sentinel as Go names it, prefixed with its package's
 	// directory in the module ("snapshot.ErrNoRef", "fs/control.ErrNoHistory",
 	// "syscall.ENOTDIR"). It is unique in a table; the control socket
-	// sends it across.
+	// sends it across, so a sentinel that moves to another package keeps
+	// its old name as an alias that Decode understands (renamed).
 	Name string
 	Err  error
 	Code Code
@@ -147,6 +150,44 @@ func (t Table) ByName(name string) (Entry, bool) {
 		}
 	}
 	return Entry{}, false
+}
+
+// Decode returns the entry a peer's name stands for: the entry called
+// name, or, for a name an entry had in an earlier version (renamed), the
+// entry called what it is called now; false if there is none. The control
+// socket's client decodes the server's names with it, so that a CLI and a
+// mount server of different versions (an upgrade with live mounts) still
+// match each other's errors to the same sentinels.
+func (t Table) Decode(name string) (Entry, bool) {
+	if e, ok := t.ByName(name); ok {
+		return e, true
+	}
+	if now, ok := renamed[name]; ok {
+		return t.ByName(now)
+	}
+	return Entry{}, false
+}
+
+// renamed maps the names entries had in earlier versions to their names
+// now (Decode). A renamed entry's old name stays here for good: mount
+// servers of the old version may still be running. No old name is the
+// name of an entry.
+var renamed = map[string]string{
+	// 6b53d8c: the namespace's error kinds moved from cache to cache/ns
+	// (cache.ErrNotFound is ns.ErrNotFound).
+	"cache.ErrNotFound":     "cache/ns.ErrNotFound",
+	"cache.ErrExists":       "cache/ns.ErrExists",
+	"cache.ErrNotEmpty":     "cache/ns.ErrNotEmpty",
+	"cache.ErrNotDir":       "cache/ns.ErrNotDir",
+	"cache.ErrIsDir":        "cache/ns.ErrIsDir",
+	"cache.ErrInvalid":      "cache/ns.ErrInvalid",
+	"cache.ErrNameTooLong":  "cache/ns.ErrNameTooLong",
+	"cache.ErrNoAttr":       "cache/ns.ErrNoAttr",
+	"cache.ErrRange":        "cache/ns.ErrRange",
+	"cache.ErrNotSupported": "cache/ns.ErrNotSupported",
+	"cache.ErrPermission":   "cache/ns.ErrPermission",
+	"cache.ErrNoSpace":      "cache/ns.ErrNoSpace",
+	"cache.ErrIO":           "cache/ns.ErrIO",
 }
 
 // Join returns the tables one after the other. An entry whose name an

@@ -77,3 +77,44 @@ func TestJoinDropsRepeatsAndRefusesConflicts(t *testing.T) {
 	}()
 	Join(Context, Table{{"context.Canceled", context.Canceled, Internal}})
 }
+
+// TestDecodeOldNames checks that the names the namespace's error kinds had
+// before they moved to cache/ns (6b53d8c), which a mount server of that
+// time still sends, decode to the same sentinels as their names now.
+func TestDecodeOldNames(t *testing.T) {
+	for old, sentinel := range map[string]error{
+		"cache.ErrNotFound":     cache.ErrNotFound,
+		"cache.ErrExists":       cache.ErrExists,
+		"cache.ErrNotEmpty":     cache.ErrNotEmpty,
+		"cache.ErrNotDir":       cache.ErrNotDir,
+		"cache.ErrIsDir":        cache.ErrIsDir,
+		"cache.ErrInvalid":      cache.ErrInvalid,
+		"cache.ErrNameTooLong":  cache.ErrNameTooLong,
+		"cache.ErrNoAttr":       cache.ErrNoAttr,
+		"cache.ErrRange":        cache.ErrRange,
+		"cache.ErrNotSupported": cache.ErrNotSupported,
+		"cache.ErrPermission":   cache.ErrPermission,
+		"cache.ErrNoSpace":      cache.ErrNoSpace,
+		"cache.ErrIO":           cache.ErrIO,
+	} {
+		e, ok := Below.Decode(old)
+		if !ok || !errors.Is(e.Err, sentinel) {
+			t.Errorf("Decode(%q) = %q, %v; want the entry of %v", old, e.Name, ok, sentinel)
+			continue
+		}
+		if now, _ := Below.Lookup(sentinel); now.Name != e.Name {
+			t.Errorf("Decode(%q) = %q, but the sentinel is sent as %q", old, e.Name, now.Name)
+		}
+	}
+	for old, now := range renamed {
+		if _, ok := Below.ByName(old); ok {
+			t.Errorf("old name %s is the name of an entry too", old)
+		}
+		if _, ok := Below.ByName(now); !ok {
+			t.Errorf("old name %s stands for %s, which no entry is called", old, now)
+		}
+	}
+	if _, ok := Below.Decode("cache.ErrNoSuchThing"); ok {
+		t.Error("an unknown name decoded")
+	}
+}
