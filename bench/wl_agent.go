@@ -116,7 +116,7 @@ func runGit(e *env) error {
 	if err != nil {
 		return err
 	}
-	if err := syncDir(e.dir); err != nil {
+	if err := e.settle(); err != nil {
 		return err
 	}
 	if _, err := gitCmd(e.ctx, e.dir, "init", "-q"); err != nil {
@@ -268,7 +268,7 @@ func runNodeModules(e *env) error {
 	if err != nil {
 		return err
 	}
-	if err := syncDir(e.dir); err != nil {
+	if err := e.settle(); err != nil {
 		return err
 	}
 	root := filepath.Join(e.dir, "node_modules")
@@ -387,7 +387,7 @@ func runEditLoop(e *env) error {
 	if err != nil {
 		return err
 	}
-	if err := syncDir(e.dir); err != nil {
+	if err := e.settle(); err != nil {
 		return err
 	}
 	order := e.rng.Perm(len(names))

@@ -36,7 +36,7 @@ func runSmallFiles(e *env) error {
 		}
 		names[i] = filepath.Join(d, fmt.Sprintf("f%05d.dat", i))
 	}
-	if err := syncDir(e.dir); err != nil {
+	if err := e.settle(); err != nil {
 		return err
 	}
 	buf := make([]byte, p.SmallFileSize)
@@ -181,7 +181,7 @@ func runMetadata(e *env) error {
 			return err
 		}
 	}
-	if err := syncDir(e.dir); err != nil {
+	if err := e.settle(); err != nil {
 		return err
 	}
 	dirs := make([]string, p.MetaOps)

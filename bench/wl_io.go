@@ -260,16 +260,27 @@ func writeFileSeq(name string, size int64, gen *dataGen) error {
 	return f.Close()
 }
 
-// syncDir flushes the filesystem holding dir so that set-up writes do not
-// land in the next timed phase.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
+// settle makes the set-up writes before a timed phase durable, so that
+// they do not land in it: syncfs of the filesystem holding the work
+// directory and, in an agentfs mount, a sync through the mount (Mount.Sync).
+// The kernel passes syncfs to no FUSE server but virtiofs, so without the
+// mount's own sync its next checkpoint commits the set-up in the
+// background, during whichever phase runs then (grep -r after tar -x and
+// ls -lR, which got 3-20x faster, measured the checkpoint of the 10,000
+// files tar wrote, and looked slower than on the mount that listed slower).
+func (e *env) settle() error {
+	f, err := os.Open(e.dir)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		return fmt.Errorf("syncfs %s: %w", dir, err)
+		return fmt.Errorf("syncfs %s: %w", e.dir, err)
+	}
+	if e.mount != nil {
+		if err := e.mount.Sync(e.ctx); err != nil {
+			return fmt.Errorf("sync the mount of %s: %w", e.dir, err)
+		}
 	}
 	return nil
 }

@@ -107,7 +107,7 @@ func runTree(e *env) error {
 	if err != nil {
 		return err
 	}
-	if err := syncDir(e.dir); err != nil {
+	if err := e.settle(); err != nil {
 		return err
 	}
 	src := filepath.Join(e.dir, "src")

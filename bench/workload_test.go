@@ -237,3 +237,35 @@ func TestDropCachesModes(t *testing.T) {
 		t.Error("unknown mode accepted")
 	}
 }
+
+// syncRecorder is a Mount that notes, at every Stats call (bench reads the
+// counters before and after each phase), how many syncs came before it.
+type syncRecorder struct {
+	probeDouble
+	seen []int
+}
+
+func (s *syncRecorder) Stats(ctx context.Context) (MountStats, error) {
+	s.mu.Lock()
+	s.seen = append(s.seen, s.syncs)
+	s.mu.Unlock()
+	return s.probeDouble.Stats(ctx)
+}
+
+// TestSetupSyncsTheMount checks that in an agentfs mount the writes of
+// tar -x are synced through the mount before ls -lR and grep -r are timed:
+// the kernel passes syncfs to no FUSE server, and without the mount's
+// sync its next checkpoint of the whole tree landed in whichever of them
+// ran then.
+func TestSetupSyncsTheMount(t *testing.T) {
+	p := QuickParams()
+	p.Cold = ColdFadvise
+	m := &syncRecorder{}
+	if _, err := runWorkload(context.Background(), treeWorkload(), t.TempDir(), p, m); err != nil {
+		t.Fatal(err)
+	}
+	// Stats calls: before and after tar-x, then before ls-lR-cold.
+	if len(m.seen) < 3 || m.seen[1] != 0 || m.seen[2] != 1 {
+		t.Errorf("syncs seen at each phase's start and end: %v; want none during tar -x and one before ls -lR", m.seen)
+	}
+}

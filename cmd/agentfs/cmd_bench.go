@@ -66,7 +66,11 @@ When a DIR is inside an agentfs mount, bench also reports what the mount did
 during each workload: blob PUTs and GETs, MiB uploaded and downloaded, the
 cache hit ratio, and the time to sync (agentfs sync) after it; and for each
 phase the FUSE requests the mount served per operation, by kind (the round
-trips one create, one listed file, ... costs).
+trips one create, one listed file, ... costs). What a workload sets up before
+a timed phase (and tar -x before the phases that read the tree) is synced
+first: syncfs, and in an agentfs mount its sync too (the kernel passes
+syncfs to no FUSE server), so that the mount's next checkpoint of it does not
+land in whichever phase runs then.
 
 The defaults finish in a few minutes for two DIRs on a 2-core machine; --quick
 is a sub-minute smoke run. Progress is shown on stderr when it is a terminal.
