@@ -50,7 +50,12 @@ const (
 
 // makeCold drops caches before the next measured phase, which will read
 // files (nil: only directories and inodes), and records what was dropped.
+// What was written before is settled first, so that the reads do not carry
+// an agentfs mount's checkpoint of it (a bigfile read after its write).
 func (e *env) makeCold(files []string) error {
+	if err := e.settle(); err != nil {
+		return err
+	}
 	note, err := dropCaches(e.p.Cold, files)
 	if err != nil {
 		return err

@@ -260,8 +260,8 @@ func writeFileSeq(name string, size int64, gen *dataGen) error {
 	return f.Close()
 }
 
-// settle makes the set-up writes before a timed phase durable, so that
-// they do not land in it: syncfs of the filesystem holding the work
+// settle makes the writes before a timed phase (its set-up, or what the
+// phase before wrote) durable, so that they do not land in it: syncfs of the filesystem holding the work
 // directory and, in an agentfs mount, a sync through the mount (Mount.Sync).
 // The kernel passes syncfs to no FUSE server but virtiofs, so without the
 // mount's own sync its next checkpoint commits the set-up in the

@@ -107,9 +107,6 @@ func runTree(e *env) error {
 	if err != nil {
 		return err
 	}
-	if err := e.settle(); err != nil {
-		return err
-	}
 	src := filepath.Join(e.dir, "src")
 	// ls -lR prints one line per file and directory plus, per directory,
 	// a header, a total and a blank line.
@@ -127,6 +124,7 @@ func runTree(e *env) error {
 	}
 	// The cold listing needs only the tree's inodes dropped; fadvise
 	// (which drops file pages) cannot do that, so it is given no files.
+	// makeCold settles tar's writes first.
 	if err := e.makeCold(nil); err != nil {
 		return err
 	}

@@ -67,8 +67,8 @@ during each workload: blob PUTs and GETs, MiB uploaded and downloaded, the
 cache hit ratio, and the time to sync (agentfs sync) after it; and for each
 phase the FUSE requests the mount served per operation, by kind (the round
 trips one create, one listed file, ... costs). What a workload sets up before
-a timed phase (and tar -x before the phases that read the tree) is synced
-first: syncfs, and in an agentfs mount its sync too (the kernel passes
+a timed phase, and what a timed phase wrote before reads are made cold (tar -x,
+the bigfile write), is synced first: syncfs, and in an agentfs mount its sync too (the kernel passes
 syncfs to no FUSE server), so that the mount's next checkpoint of it does not
 land in whichever phase runs then.
 
