@@ -2,9 +2,15 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"sync"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/agentfs/agentfs/cache/commit"
 	"github.com/agentfs/agentfs/cache/meta"
 	"github.com/agentfs/agentfs/snapshot"
 )
@@ -64,6 +70,9 @@ func (v *Volume) Unpin(ino uint64) {
 	}
 	n.mu.Lock()
 	n.d.Unpin()
+	if !n.d.Pinned() {
+		v.adopted.forget(ino)
+	}
 	n.mu.Unlock()
 }
 
@@ -88,14 +97,19 @@ func (v *Volume) refillPinned(n *node, chunks map[uint64][]byte) error {
 	return v.persistNode(n)
 }
 
-// AdoptPinned takes the data file of pinned open file ino as the truth for
-// every block (data.File.Adoptable): present blocks and holes become
-// dirty, and every block (dirty before or not) gets a new write
-// generation, so that the next checkpoint captures the bytes the data file
-// holds now (a hole written to is no longer zeros) and a checkpoint that
-// captured a block before this call does not mark it clean. Call it when a
-// writer could have changed the data file behind the engine (a shared
-// writable mmap through a passthrough handle).
+// AdoptPinned takes the data file of pinned open file ino as the truth
+// for every block (data.File.Adoptable) that it holds differently from the
+// record: a clean block whose bytes are no longer its committed chunk's
+// (compared by the chunk's name, Repo.HashOf of the bytes, with zeros past
+// them) or a hole that is no longer zeros becomes dirty, and it and every
+// block dirty already gets a new write generation, so that the next
+// checkpoint captures the bytes the data file holds now and a checkpoint
+// that captured a block before this call does not mark it clean. A block
+// copied from the file's origin is taken as changed (the origin is not
+// read). If the data file has not changed since the file's last adoption
+// (its stamp: see adoptState), nothing is read. Call it when a writer
+// could have changed the data file behind the engine (a shared writable
+// mmap through a passthrough handle).
 func (v *Volume) AdoptPinned(ctx context.Context, ino uint64) error {
 	n, err := v.openNode(ino)
 	if err != nil {
@@ -103,9 +117,38 @@ func (v *Volume) AdoptPinned(ctx context.Context, ino uint64) error {
 	}
 	v.lockData(n)
 	defer v.unlockData(n)
+	blocks := n.d.Adoptable(n.Layout())
+	f := n.d.DataFile()
+	if len(blocks) == 0 || f == nil {
+		return nil
+	}
+	st, sure, err := stampOf(f)
+	if err != nil {
+		return err
+	}
+	if sure && v.adopted.unchanged(ino, st) {
+		return nil
+	}
+	if sure {
+		// Every store after this one faults into a clean page and
+		// moves the stamp taken above (adoptState).
+		if err := writeBack(f); err != nil {
+			return err
+		}
+	} else {
+		st = stamp{}
+	}
 	dirtied := false
-	for _, b := range n.d.Adoptable(n.Layout()) {
+	buf := make([]byte, v.chunkSize)
+	for _, b := range blocks {
 		if !n.rec.IsDirty(b) {
+			same, err := v.asRecorded(n, f, b, buf)
+			if err != nil {
+				return err
+			}
+			if same {
+				continue
+			}
 			v.dirtyBlock(n, b)
 			dirtied = true
 		}
@@ -113,13 +156,141 @@ func (v *Volume) AdoptPinned(ctx context.Context, ino uint64) error {
 		// it older than the data file's bytes.
 		v.gens.Bump(n.ino, b)
 	}
-	if !dirtied {
-		return nil
+	if dirtied {
+		v.markModified(n.rec)
+		if err := v.update(func(txn *meta.Txn, d *meta.Delta) error { return v.persistTxn(txn, d, n) }); err != nil {
+			v.adopted.set(ino, stamp{})
+			return fmt.Errorf("cache database: %w", err)
+		}
+		n.persisted()
 	}
-	v.markModified(n.rec)
-	if err := v.update(func(txn *meta.Txn, d *meta.Delta) error { return v.persistTxn(txn, d, n) }); err != nil {
-		return fmt.Errorf("cache database: %w", err)
+	v.adopted.set(ino, st)
+	return nil
+}
+
+// asRecorded reports whether clean block b of pinned file n holds in data
+// file f what n's record says it holds: its committed chunk's bytes (their
+// name, Repo.HashOf, is the chunk's hash) and zeros up to the block's end
+// within the file, or zeros for a block without a chunk. A block of the
+// file's origin (present as a copy of it) is reported changed. buf holds a
+// block. Caller holds n.mu.
+func (v *Volume) asRecorded(n *node, f *os.File, b uint64, buf []byte) (bool, error) {
+	start := b * v.chunkSize
+	p := buf[:min(v.chunkSize, n.rec.Size-start)]
+	k, err := f.ReadAt(p, int64(start))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("cache data file: %w", err)
 	}
-	n.persisted()
+	clear(p[k:]) // not written yet: a hole
+	raw := p[:0]
+	if c, ok := n.rec.Chunk(b); ok {
+		if int(c.RawLen) > len(p) {
+			return false, nil
+		}
+		raw = p[:c.RawLen]
+		if v.repo.HashOf(raw) != c.Hash {
+			return false, nil
+		}
+	} else if n.rec.HasOrigin && start < n.rec.OriginSize {
+		return false, nil
+	}
+	return commit.IsZero(p[len(raw):]), nil
+}
+
+// adoptState keeps, for each pinned file adopted since its first pin, the
+// stamp of its data file taken at its last adoption (AdoptPinned), so that
+// an adoption of a data file that did not change since reads nothing. A
+// stamp is the data file's inode, size, mtime and ctime (statx); every
+// write to the data file moves it: the engine's writes, truncations and
+// punches, and a store through a shared writable mapping, since the
+// kernel updates a file's times when a store faults into a page that is
+// not yet writable in the mapping, which every page is after a writeback
+// (writeBack, which the adoption runs after taking the stamp, so that any
+// store its reads miss faults after the stamp). The stamp is trusted only
+// where both hold: on a filesystem known to update times at such faults
+// (ext2/3/4, XFS, Btrfs, F2FS; not tmpfs) and with a ctime older than the
+// clock's coarse tick at the statx, so that a later update, even to a
+// coarse time, differs from it (with multigrain timestamps, Linux 6.13
+// and later, a ctime read by statx always does). Otherwise every adoption
+// compares every block. An entry ends with the file's last Unpin. Its
+// mutex is a leaf.
+type adoptState struct {
+	mu sync.Mutex
+	m  map[uint64]stamp // guarded by mu; the zero stamp: compare
+}
+
+// stamp is what statx says of a data file that every write to it changes
+// (adoptState).
+type stamp struct {
+	ino, size    uint64
+	mtime, ctime unix.StatxTimestamp
+}
+
+// unchanged reports whether ino's data file had stamp st at its last
+// adoption.
+func (a *adoptState) unchanged(ino uint64, st stamp) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old, ok := a.m[ino]
+	return ok && old != stamp{} && old == st
+}
+
+// set records st as ino's stamp at its last adoption.
+func (a *adoptState) set(ino uint64, st stamp) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil {
+		a.m = map[uint64]stamp{}
+	}
+	a.m[ino] = st
+}
+
+// forget drops what a records of ino (its last pin ended).
+func (a *adoptState) forget(ino uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.m, ino)
+}
+
+// timesAtFault are the filesystems (statfs f_type) whose shared writable
+// mappings update the file's times when a store faults into a page made
+// read-only by writeback (their page_mkwrite calls file_update_time).
+var timesAtFault = map[int64]bool{
+	unix.EXT4_SUPER_MAGIC:  true, // also ext2 and ext3
+	unix.XFS_SUPER_MAGIC:   true,
+	unix.BTRFS_SUPER_MAGIC: true,
+	unix.F2FS_SUPER_MAGIC:  true,
+}
+
+// stampOf returns data file f's stamp and whether a later write to f is
+// sure to change it (adoptState).
+func stampOf(f *os.File) (stamp, bool, error) {
+	fd := int(f.Fd())
+	var sx unix.Statx_t
+	const mask = unix.STATX_INO | unix.STATX_SIZE | unix.STATX_MTIME | unix.STATX_CTIME
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, mask, &sx); err != nil {
+		return stamp{}, false, fmt.Errorf("cache data file: statx: %w", err)
+	}
+	var now unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &now); err != nil {
+		return stamp{}, false, fmt.Errorf("clock: %w", err)
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		return stamp{}, false, fmt.Errorf("cache data file: statfs: %w", err)
+	}
+	st := stamp{ino: sx.Ino, size: sx.Size, mtime: sx.Mtime, ctime: sx.Ctime}
+	old := sx.Ctime.Sec < now.Sec || sx.Ctime.Sec == now.Sec && int64(sx.Ctime.Nsec) < now.Nsec
+	return st, old && timesAtFault[fs.Type] && sx.Mask&mask == mask, nil
+}
+
+// writeBack writes data file f's dirty pages back and waits for it, which
+// makes every page of it read-only in the mappings that share it: the
+// next store to each faults (adoptState).
+func writeBack(f *os.File) error {
+	flags := unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER
+	if err := unix.SyncFileRange(int(f.Fd()), 0, 0, flags); err != nil {
+		return fmt.Errorf("cache data file: write back: %w", err)
+	}
 	return nil
 }

@@ -3,10 +3,13 @@ package cache
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"io"
 	"os"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentfs/agentfs/cache/commit"
 	"github.com/agentfs/agentfs/snapshot"
@@ -251,6 +254,96 @@ func TestAdoptPinnedDuringCheckpoint(t *testing.T) {
 	a = must[Attr](t)(v.Lookup(ctx, RootIno, "f"))
 	if got := readFile(t, v, a.Ino); !bytes.Equal(got[:6], want[:6]) {
 		t.Errorf("fresh cache after an fsync'd mapping write: %q, want %q", got[:6], want[:6])
+	}
+}
+
+// TestAdoptPinnedChangedBlocks: an adoption dirties only the blocks whose
+// data-file bytes differ from the record. A 1-byte write through the
+// engine to a 16-block file under a pin, adopted twice (a passthrough
+// writer's fsync and release), uploads one block, where every adoption
+// used to upload the whole file; an adoption that finds nothing changed
+// commits nothing; a store through a shared mapping is adopted, and so is
+// a second store into the same page after the adoption (the page stays
+// writable in the mapping, without a fault that moves the data file's
+// times, unless the adoption wrote it back).
+func TestAdoptPinnedChangedBlocks(t *testing.T) {
+	url := testStoreURL(t)
+	initVolume(t, url, func(c *snapshot.Config) { c.ChunkSize = 64 << 10; c.PackSize = 4 << 20 })
+	ctx := context.Background()
+	v := openVolume(t, url, "")
+	bs := int(v.chunkSize)
+	want := make([]byte, 16*bs)
+	_, _ = rand.Read(want) // incompressible: a block uploads about bs bytes
+	a, f := syncedAndPinned(t, v, want)
+	adopt := func() {
+		t.Helper()
+		if err := v.AdoptPinned(ctx, a.Ino); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// uploaded runs change and a sync, and returns the bytes the sync
+	// uploaded (0: nothing to commit).
+	uploaded := func(change func()) int64 {
+		t.Helper()
+		before := v.stats.Report().Commits
+		change()
+		if err := v.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r := v.stats.Report(); r.Commits != before {
+			return r.Bytes
+		}
+		return 0
+	}
+	oneBlock := func(step string, n int64) {
+		t.Helper()
+		if n <= 0 || n > int64(2*bs) {
+			t.Errorf("%s: the sync uploaded %d bytes, want one block's (%d)", step, n, bs)
+		}
+	}
+	oneBlock("a 1-byte write, adopted twice", uploaded(func() {
+		if _, err := v.Write(ctx, a.Ino, []byte{'x'}, uint64(5*bs+3)); err != nil {
+			t.Fatal(err)
+		}
+		want[5*bs+3] = 'x'
+		adopt()
+		adopt()
+	}))
+	// The data file's ctime older than the coarse clock's tick: the stamp
+	// an adoption takes is trusted from now on.
+	time.Sleep(20 * time.Millisecond)
+	if n := uploaded(adopt); n != 0 {
+		t.Errorf("an adoption of an unchanged data file: the sync uploaded %d bytes, want nothing", n)
+	}
+	mm, err := unix.Mmap(int(f.Fd()), 0, len(want), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = unix.Munmap(mm) }()
+	for _, s := range []string{"first", "again"} {
+		oneBlock("a store through a mapping ("+s+")", uploaded(func() {
+			copy(mm[9*bs+7:], s)
+			copy(want[9*bs+7:], s)
+			time.Sleep(20 * time.Millisecond)
+			adopt()
+		}))
+	}
+	if err := unix.Munmap(mm); err != nil {
+		t.Fatal(err)
+	}
+	mm = nil // not again: the next mapping of the same size may take its address
+	v.Unpin(a.Ino)
+	f.Close()
+	if err := v.Release(ctx, a.Ino); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v = openVolume(t, url, "")
+	a = must[Attr](t)(v.Lookup(ctx, RootIno, "f"))
+	if got := readFile(t, v, a.Ino); !bytes.Equal(got, want) {
+		t.Errorf("fresh cache: differs at 5*bs+3 (%v) or 9*bs+7 (%v)", got[5*bs+3] == want[5*bs+3], bytes.Equal(got[9*bs+7:9*bs+12], want[9*bs+7:9*bs+12]))
 	}
 }
 

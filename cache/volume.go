@@ -128,6 +128,7 @@ type Volume struct {
 	fetch    *data.Fetcher      // chunk fetches and the read-ahead bound
 	blocks   *data.Cache        // clean blocks' accounting and eviction (set at the end of open)
 	stats    commit.Stats       // checkpoints and lease renewals, for Status
+	adopted  adoptState         // pinned files' data-file stamps at their last adoption (passthrough.go)
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup

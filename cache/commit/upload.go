@@ -60,7 +60,7 @@ func NewUploader(ctx context.Context, repo *snapshot.Repo, concurrency int, star
 // a hole, uploaded as nothing, unless keepZero (a block of a host origin
 // must override the host's bytes).
 func (u *Uploader) AddBlock(k BlockKey, gen uint64, data []byte, keepZero bool) {
-	if !keepZero && isZero(data) {
+	if !keepZero && IsZero(data) {
 		u.mu.Lock()
 		u.blocks[k] = Block{Gen: gen, Zero: true}
 		u.mu.Unlock()
@@ -172,7 +172,8 @@ func (u *Uploader) CheckPacks(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-func isZero(b []byte) bool {
+// IsZero reports whether every byte of b is zero.
+func IsZero(b []byte) bool {
 	for len(b) >= 8 {
 		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
 			return false

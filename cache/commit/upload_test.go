@@ -219,13 +219,13 @@ func TestGens(t *testing.T) {
 func TestIsZero(t *testing.T) {
 	for n := range 20 {
 		b := make([]byte, n)
-		if !isZero(b) {
-			t.Errorf("isZero(%d zeros) = false", n)
+		if !IsZero(b) {
+			t.Errorf("IsZero(%d zeros) = false", n)
 		}
 		for i := range n {
 			b[i] = 1
-			if isZero(b) {
-				t.Errorf("isZero with byte %d of %d set = true", i, n)
+			if IsZero(b) {
+				t.Errorf("IsZero with byte %d of %d set = true", i, n)
 			}
 			b[i] = 0
 		}
