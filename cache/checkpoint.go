@@ -133,6 +133,9 @@ func (v *Volume) checkpointLocked(ctx context.Context, kind, message string) (er
 	if v.opts.ReadOnly {
 		return nil
 	}
+	// What shared writable mappings of pinned files stored behind the
+	// engine becomes dirty first (passthrough.go).
+	v.adoptMapped(ctx)
 	work, err := v.hasWork()
 	if err != nil || !work {
 		return err

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -49,9 +51,13 @@ import (
 // whole content is local: every block dirty, present, or a hole, none
 // remote or still on a host base, and the file not inline. Otherwise it
 // returns nil and pins nothing. With force, a file already pinned is pinned
-// again whatever its state (it stays whole while pinned). Every pin is
-// undone by one Unpin. A data file longer than the file is ErrIO.
-func (v *Volume) PinLocal(ino uint64, force bool) (*os.File, error) {
+// again whatever its state (it stays whole while pinned). With writable,
+// the pin is for a handle that may write: a shared writable mapping made
+// through it writes the data file behind the engine, so from then until
+// the file's last Unpin every checkpoint adopts the file (AdoptPinned)
+// before it captures anything. Every pin is undone by one Unpin. A data
+// file longer than the file is ErrIO.
+func (v *Volume) PinLocal(ino uint64, force, writable bool) (*os.File, error) {
 	n, err := v.openNode(ino)
 	if err != nil {
 		return nil, err
@@ -59,6 +65,9 @@ func (v *Volume) PinLocal(ino uint64, force bool) (*os.File, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	f, err := n.d.Pin(n.Layout(), force)
+	if f != nil && writable {
+		v.adopted.watch(ino)
+	}
 	return f, ioErr(err)
 }
 
@@ -197,7 +206,23 @@ func (v *Volume) asRecorded(n *node, f *os.File, b uint64, buf []byte) (bool, er
 	return commit.IsZero(p[len(raw):]), nil
 }
 
-// adoptState keeps, for each pinned file adopted since its first pin, the
+// adoptMapped adopts (AdoptPinned) every pinned file that a writable pin
+// or an adoption put in v.adopted, before a checkpoint captures, so that
+// the checkpoint includes what shared writable mappings stored before it
+// began, also after every descriptor of the file was closed. One that
+// fails is logged: the checkpoint goes on without it. Caller holds v.cpMu.
+func (v *Volume) adoptMapped(ctx context.Context) {
+	for _, ino := range v.adopted.list() {
+		err := v.AdoptPinned(ctx, ino)
+		if err != nil && !errors.Is(err, ErrInvalid) { // ErrInvalid: no longer open
+			v.log.Warn("checkpoint: cannot adopt the data file of a file mapped writable; its mapping's stores since the last adoption are not in this checkpoint", "ino", ino, "err", err)
+		}
+	}
+}
+
+// adoptState keeps the pinned files a writer may change behind the engine:
+// those pinned for a writable handle (PinLocal) or adopted since their
+// first pin, which every checkpoint adopts (adoptMapped), each with the
 // stamp of its data file taken at its last adoption (AdoptPinned), so that
 // an adoption of a data file that did not change since reads nothing. A
 // stamp is the data file's inode, size, mtime and ctime (statx); every
@@ -210,9 +235,9 @@ func (v *Volume) asRecorded(n *node, f *os.File, b uint64, buf []byte) (bool, er
 // where both hold: on a filesystem known to update times at such faults
 // (ext2/3/4, XFS, Btrfs, F2FS; not tmpfs) and with a ctime older than the
 // clock's coarse tick at the statx, so that a later update, even to a
-// coarse time, differs from it (with multigrain timestamps, Linux 6.13
-// and later, a ctime read by statx always does). Otherwise every adoption
-// compares every block. An entry ends with the file's last Unpin. Its
+// coarse time, differs from it (multigrain timestamps, Linux 6.13 and
+// later, promise that for any ctime statx read, but are not detected
+// here). Otherwise the adoption compares every clean block. An entry ends with the file's last Unpin. Its
 // mutex is a leaf.
 type adoptState struct {
 	mu sync.Mutex
@@ -243,6 +268,26 @@ func (a *adoptState) set(ino uint64, st stamp) {
 		a.m = map[uint64]stamp{}
 	}
 	a.m[ino] = st
+}
+
+// watch adds ino, with no stamp yet, unless a has it.
+func (a *adoptState) watch(ino uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.m[ino]; ok {
+		return
+	}
+	if a.m == nil {
+		a.m = map[uint64]stamp{}
+	}
+	a.m[ino] = stamp{}
+}
+
+// list returns the files a holds.
+func (a *adoptState) list() []uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Collect(maps.Keys(a.m))
 }
 
 // forget drops what a records of ino (its last pin ended).

@@ -46,7 +46,7 @@ func TestPinLocal(t *testing.T) {
 		if _, err := v.Open(ctx, ino, false); err != nil {
 			t.Fatal(err)
 		}
-		f, err := v.PinLocal(ino, false)
+		f, err := v.PinLocal(ino, false, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -347,6 +347,51 @@ func TestAdoptPinnedChangedBlocks(t *testing.T) {
 	}
 }
 
+// TestCheckpointAdoptsMapped: a checkpoint adopts a file pinned for a
+// writer before it captures, so what a shared writable mapping of its data
+// file stored reaches the commit without an AdoptPinned call (the
+// writer's descriptor closed, the file still pinned for a reader, as the
+// FUSE layer holds an inode until the kernel forgets it); the file's last
+// Unpin ends it.
+func TestCheckpointAdoptsMapped(t *testing.T) {
+	url := testStoreURL(t)
+	initVolume(t, url, func(c *snapshot.Config) { c.ChunkSize = 64 << 10; c.PackSize = 4 << 20 })
+	ctx := context.Background()
+	v := openVolume(t, url, "")
+	bs := int(v.chunkSize)
+	want := bytes.Repeat([]byte("base"), 4*bs/4)
+	a, f := syncedAndPinned(t, v, want)
+	w, err := v.PinLocal(a.Ino, true, true) // the writer's
+	if err != nil || w == nil {
+		t.Fatalf("writable pin: %v, %v", w, err)
+	}
+	mm, err := unix.Mmap(int(w.Fd()), 0, len(want), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = unix.Munmap(mm) }()
+	v.Unpin(a.Ino) // the writer's close
+	w.Close()
+	copy(mm[2*bs+5:], "mapped")
+	copy(want[2*bs+5:], "mapped")
+	if err := v.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v2 := openVolume(t, url, "")
+	a2 := must[Attr](t)(v2.Lookup(ctx, RootIno, "f"))
+	if got := readFile(t, v2, a2.Ino); !bytes.Equal(got, want) {
+		t.Errorf("fresh cache after a sync: %q at %d, want %q", got[2*bs+5:2*bs+11], 2*bs+5, "mapped")
+	}
+	v.Unpin(a.Ino)
+	f.Close()
+	if got := v.adopted.list(); len(got) != 0 {
+		t.Errorf("after the last unpin, checkpoints still adopt %v", got)
+	}
+	if err := v.Release(ctx, a.Ino); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // syncedAndPinned writes file "f" of v with data, syncs it (its blocks
 // clean and present), opens it and pins it, returning its attributes and
 // the pinned data file.
@@ -360,7 +405,7 @@ func syncedAndPinned(t *testing.T, v *Volume, data []byte) (Attr, *os.File) {
 	if _, err := v.Open(ctx, a.Ino, false); err != nil {
 		t.Fatal(err)
 	}
-	f, err := v.PinLocal(a.Ino, false)
+	f, err := v.PinLocal(a.Ino, false, false)
 	if err != nil || f == nil {
 		t.Fatalf("pin: %v, %v", f, err)
 	}

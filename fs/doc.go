@@ -244,26 +244,37 @@
 // FOPEN_DIRECT_IO so that its reads and writes still reach the server
 // (and a write drops the file's capabilities as on a direct-write mount);
 // while a cached open is held, every open is cached. A passthrough
-// writer's mmap maps the data file, so its fsync and its release take the
-// data file as the truth for every block of the file (each becomes dirty
-// with a new write generation, cache.Volume.AdoptPinned): the next
-// checkpoint captures whatever a shared mapping wrote, and an fsync of the
-// writer makes it durable as any write. After a passthrough writer, the
-// fsync or release of any handle of the inode and the kernel's forget of
-// it adopt again, so what a shared mapping writes after the writer's
-// close(2) is recorded at the next of those. What a shared writable
-// mapping of a passthrough file can lose: msync alone does not reach the
-// server; bytes written through a mapping and not yet adopted are in no
-// checkpoint, not in the change feed, and move no mtime; a crash, or a
-// mount that ends before the adoption (a mapping written after every
-// descriptor of the file was closed is adopted only when the kernel
-// forgets the inode, which may be never before unmount), leaves them in
-// the local data file unrecorded, where a later eviction may drop them.
-// Each adoption also makes the next checkpoint upload the whole file
-// again, whether a mapping wrote or not. Writes
-// file unrecorded, so a later eviction may drop them). Writes
-// never pass through: dirty tracking, size, mtime, checkpoint capture and
-// the change feed stay the server's. Passthrough needs a kernel that
+// writer's mmap maps the data file, so the engine adopts the data file
+// (cache.Volume.AdoptPinned): at the writer's fsync and release; at every
+// checkpoint, before it captures, from the writer's open until the kernel
+// forgets the inode; and, after a passthrough writer, at the fsync or
+// release of any handle of the inode and at its forget. An adoption makes
+// dirty, with a new write generation, each block whose bytes in the data
+// file differ from the record (a clean block's from its committed chunk,
+// compared by the chunk's hash; a hole's from zeros), so the next
+// checkpoint uploads what a shared mapping changed and nothing else, and
+// an fsync of the writer makes it durable as any write. An adoption that
+// finds the data file unchanged since the last one (its statx times,
+// which a store through a mapping moves once the adoption wrote its pages
+// back; trusted on ext2/3/4, XFS, Btrfs and F2FS) reads nothing; after a
+// change, or on another filesystem, it reads and hashes the file's clean
+// blocks under the file's lock. What a shared writable mapping of a
+// passthrough file can lose: msync alone reaches the data file, not the
+// record; stores not yet adopted are in no checkpoint, not in the change
+// feed, and move no mtime. A checkpoint includes what mappings stored
+// before it began, also after every descriptor of the file was closed
+// (the mapping keeps the inode, and its pin, until the kernel forgets
+// it), and an unmount's final checkpoint includes everything. A crash of
+// the server (kill -9) loses what mappings stored into blocks clean at
+// their last adoption and not adopted since: at most the stores of one
+// checkpoint interval (5s by default), and none that an fsync of the
+// writer or a later adoption covered: the restarted mount forgets its
+// cached clean blocks (cache.Volume's recovery) and reads the committed
+// bytes. Lost as well: what a mapping that outlives the server stores
+// after its crash, and, after a forced unmount (which detaches the mount
+// while mappings live), what they store after its final checkpoint.
+// Writes never pass through: dirty tracking, size, mtime, checkpoint
+// capture and the change feed stay the server's. Passthrough needs a kernel that
 // offers it (6.9 or later) and a server running as root (registering a
 // backing file needs CAP_SYS_ADMIN); a mount asked for it that cannot
 // have it says so in its log and serves reads itself. It is off unless

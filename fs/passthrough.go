@@ -34,10 +34,12 @@ import (
 //     server (dirty tracking, size, mtime and the change feed stay the
 //     engine's), but its mmap maps the backing file, so a shared writable
 //     mapping changes the data file behind the engine. Its fsync and its
-//     release therefore take the data file as the truth for every block
-//     (adoptWritten, cache.Volume.AdoptPinned): the next checkpoint
-//     captures whatever such a mapping wrote. Bytes written only through
-//     such a mapping are not in the change feed and do not move mtime.
+//     release therefore adopt the data file (adoptWritten,
+//     cache.Volume.AdoptPinned: the blocks whose bytes differ from the
+//     record become dirty), and so does every checkpoint while the inode
+//     is pinned for a writer (its pin is writable: PinLocal). Bytes
+//     written only through such a mapping are not in the change feed and
+//     do not move mtime.
 //
 // A mapping outlives its handle's RELEASE (close(2) of a mapped file, as
 // the dynamic loader does): the kernel's vma holds the backing file, and
@@ -47,13 +49,14 @@ import (
 // of its own (ioMode.held), until the kernel forgets the inode (forget):
 // the data file stays whole and unevicted under any mapping. After a
 // passthrough writer, the fsync and release of any handle of the held
-// inode, and its forget, adopt the data file again, so what a mapping
-// wrote after the writer's close is recorded at the next of those. Until
-// then a checkpoint does not include it, and a mount that ends (or
-// crashes) before it leaves it in the local data file only, unrecorded.
-// Each adoption marks every block of the file dirty: the next checkpoint
-// uploads the whole file again, even if no mapping wrote anything. Held
-// inodes count in the cache's size but cannot be evicted until forgotten.
+// inode, and its forget, adopt the data file again, as does every
+// checkpoint until the forget (the engine's, since the writer's pin), so
+// what a mapping wrote after the writer's close is in the next checkpoint
+// (the unmount's final one included); a crash of the server loses what it
+// wrote since the last adoption (fs/doc.go, "Passthrough"). An adoption
+// uploads only the blocks the data file changed, and reads nothing if it
+// did not change since the last one. Held inodes count in the cache's
+// size but cannot be evicted until forgotten.
 //
 // A cached open that follows a period in which a passthrough writer wrote
 // drops the inode's page cache (no FOPEN_KEEP_CACHE): pages cached before
@@ -130,7 +133,7 @@ func (fsys *filesystem) open(ctx context.Context, h *handle, flags uint32) (gofs
 		}
 		return h, out, 0
 	}
-	fd, err := fsys.vol.PinLocal(h.ino, m.pt > 0)
+	fd, err := fsys.vol.PinLocal(h.ino, m.pt > 0, !readOnly)
 	if err != nil {
 		if m.pt == 0 {
 			fsys.log.Warn("passthrough: cannot pin the data file; serving reads", "ino", h.ino, "err", err)

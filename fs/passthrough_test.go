@@ -449,6 +449,47 @@ func TestPassthroughMappingWritesAfterClose(t *testing.T) {
 	checkFreshCache(t, m, "f", want)
 }
 
+// TestPassthroughMappingWritesCheckpointed: what a shared writable mapping
+// made through a passthrough writer stores after every descriptor of the
+// file is closed, while the mapping still holds the inode (no FORGET yet),
+// is in the next checkpoint: a read-only mount of the store with a fresh
+// cache reads it while the mapping is still in place.
+func TestPassthroughMappingWritesCheckpointed(t *testing.T) {
+	needPassthrough(t)
+	m := fstest.Start(t, fstest.Options{Args: append([]string{"--checkpoint-interval=-1s"}, ptArgs...)})
+	p := filepath.Join(m.Dir, "f")
+	want := pattern(4<<20, 12)
+	if err := os.WriteFile(p, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := unix.Open(p, unix.O_RDONLY, 0) // passthrough
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := unix.Open(p, unix.O_RDWR, 0) // a passthrough writer
+	if err != nil {
+		_ = unix.Close(r)
+		t.Fatal(err)
+	}
+	mm, err := unix.Mmap(w, 0, len(want), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	_ = unix.Close(w)
+	_ = unix.Close(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = unix.Munmap(mm) }()
+	m.Sync(t) // every descriptor's RELEASE has been answered
+	mapped := pattern(1<<20, 13)
+	copy(mm[2<<20:], mapped)
+	copy(want[2<<20:], mapped)
+	m.Sync(t)
+	ro := fstest.Start(t, fstest.Options{URL: m.URL, ReadOnly: true})
+	got, err := os.ReadFile(filepath.Join(ro.Dir, "f"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the store after a sync, the mapping still in place: %d bytes (want %d), %v; same: %v", len(got), len(want), err, bytes.Equal(got, want))
+	}
+}
+
 // TestPOSIXPassthrough runs the POSIX suite over a mount with FUSE
 // passthrough on (--tune passthrough=1) and checkpoints every 500ms, after
 // checking that passthrough is in use (an O_DIRECT read of a file written
