@@ -175,17 +175,7 @@ func TestAdoptPinned(t *testing.T) {
 	if err := v.checkInvariants(); err != nil {
 		t.Fatalf("after adopting: %v", err)
 	}
-	v.Unpin(a.Ino)
-	f.Close()
-	if err := v.Release(ctx, a.Ino); err != nil {
-		t.Fatal(err)
-	}
-	if err := v.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	v = openVolume(t, url, "")
-	a = must[Attr](t)(v.Lookup(ctx, RootIno, "f"))
-	if got := readFile(t, v, a.Ino); !bytes.Equal(got, want) {
+	if got := unpinnedFresh(t, v, a.Ino, f, url); !bytes.Equal(got, want) {
 		for _, off := range []int{bs + 10, 3*bs + 20} {
 			t.Errorf("at %d: %q, want %q", off, got[off:off+6], want[off:off+6])
 		}
@@ -242,17 +232,7 @@ func TestAdoptPinnedDuringCheckpoint(t *testing.T) {
 	}
 	v.cpMu.Unlock()
 
-	v.Unpin(a.Ino)
-	f.Close()
-	if err := v.Release(ctx, a.Ino); err != nil {
-		t.Fatal(err)
-	}
-	if err := v.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	v = openVolume(t, url, "")
-	a = must[Attr](t)(v.Lookup(ctx, RootIno, "f"))
-	if got := readFile(t, v, a.Ino); !bytes.Equal(got[:6], want[:6]) {
+	if got := unpinnedFresh(t, v, a.Ino, f, url); !bytes.Equal(got[:6], want[:6]) {
 		t.Errorf("fresh cache after an fsync'd mapping write: %q, want %q", got[:6], want[:6])
 	}
 }
@@ -332,17 +312,7 @@ func TestAdoptPinnedChangedBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	mm = nil // not again: the next mapping of the same size may take its address
-	v.Unpin(a.Ino)
-	f.Close()
-	if err := v.Release(ctx, a.Ino); err != nil {
-		t.Fatal(err)
-	}
-	if err := v.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	v = openVolume(t, url, "")
-	a = must[Attr](t)(v.Lookup(ctx, RootIno, "f"))
-	if got := readFile(t, v, a.Ino); !bytes.Equal(got, want) {
+	if got := unpinnedFresh(t, v, a.Ino, f, url); !bytes.Equal(got, want) {
 		t.Errorf("fresh cache: differs at 5*bs+3 (%v) or 9*bs+7 (%v)", got[5*bs+3] == want[5*bs+3], bytes.Equal(got[9*bs+7:9*bs+12], want[9*bs+7:9*bs+12]))
 	}
 }
@@ -390,6 +360,23 @@ func TestCheckpointAdoptsMapped(t *testing.T) {
 	if err := v.Release(ctx, a.Ino); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// unpinnedFresh unpins and releases file "f" of v (inode ino, pinned as
+// pf), syncs v and returns the file as a fresh cache of store url reads it.
+func unpinnedFresh(t *testing.T, v *Volume, ino uint64, pf *os.File, url string) []byte {
+	t.Helper()
+	ctx := context.Background()
+	v.Unpin(ino)
+	pf.Close()
+	if err := v.Release(ctx, ino); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fresh := openVolume(t, url, "")
+	return readFile(t, fresh, must[Attr](t)(fresh.Lookup(ctx, RootIno, "f")).Ino)
 }
 
 // syncedAndPinned writes file "f" of v with data, syncs it (its blocks

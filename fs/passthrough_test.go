@@ -406,28 +406,7 @@ func TestPassthroughMappingAfterClose(t *testing.T) {
 // fresh cache reads it after a sync.
 func TestPassthroughMappingWritesAfterClose(t *testing.T) {
 	needPassthrough(t)
-	m := fstest.Start(t, fstest.Options{Args: append([]string{"--checkpoint-interval=-1s"}, ptArgs...)})
-	p := filepath.Join(m.Dir, "f")
-	want := pattern(4<<20, 10)
-	if err := os.WriteFile(p, want, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r, err := unix.Open(p, unix.O_RDONLY, 0) // passthrough
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := unix.Open(p, unix.O_RDWR, 0) // a passthrough writer
-	if err != nil {
-		t.Fatal(err)
-	}
-	mm, err := unix.Mmap(w, 0, len(want), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Close(w); err != nil {
-		t.Fatal(err)
-	}
-	m.Sync(t)
+	m, want, r, mm := writerMapping(t, 10)
 	mapped := pattern(1<<20, 11)
 	copy(mm[1<<20:], mapped)
 	copy(want[1<<20:], mapped)
@@ -449,16 +428,17 @@ func TestPassthroughMappingWritesAfterClose(t *testing.T) {
 	checkFreshCache(t, m, "f", want)
 }
 
-// TestPassthroughMappingWritesCheckpointed: what a shared writable mapping
-// made through a passthrough writer stores after every descriptor of the
-// file is closed, while the mapping still holds the inode (no FORGET yet),
-// is in the next checkpoint: a read-only mount of the store with a fresh
-// cache reads it while the mapping is still in place.
-func TestPassthroughMappingWritesCheckpointed(t *testing.T) {
-	needPassthrough(t)
-	m := fstest.Start(t, fstest.Options{Args: append([]string{"--checkpoint-interval=-1s"}, ptArgs...)})
+// writerMapping mounts a volume with passthrough on and no timed
+// checkpoints, writes file "f" of 4 MiB (pattern seed), opens it for
+// reading (passthrough) and then read-write (a passthrough writer), maps
+// the writer shared and writable, closes the writer and syncs (its
+// RELEASE has been answered). It returns the mount, the file's bytes, the
+// reader's descriptor and the mapping, which the caller closes and unmaps.
+func writerMapping(t *testing.T, seed byte) (m *fstest.Mount, want []byte, r int, mm []byte) {
+	t.Helper()
+	m = fstest.Start(t, fstest.Options{Args: append([]string{"--checkpoint-interval=-1s"}, ptArgs...)})
 	p := filepath.Join(m.Dir, "f")
-	want := pattern(4<<20, 12)
+	want = pattern(4<<20, seed)
 	if err := os.WriteFile(p, want, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -468,17 +448,32 @@ func TestPassthroughMappingWritesCheckpointed(t *testing.T) {
 	}
 	w, err := unix.Open(p, unix.O_RDWR, 0) // a passthrough writer
 	if err != nil {
-		_ = unix.Close(r)
 		t.Fatal(err)
 	}
-	mm, err := unix.Mmap(w, 0, len(want), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	_ = unix.Close(w)
-	_ = unix.Close(r)
+	mm, err = unix.Mmap(w, 0, len(want), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := unix.Close(w); err != nil {
+		t.Fatal(err)
+	}
+	m.Sync(t)
+	return m, want, r, mm
+}
+
+// TestPassthroughMappingWritesCheckpointed: what a shared writable mapping
+// made through a passthrough writer stores after every descriptor of the
+// file is closed, while the mapping still holds the inode (no FORGET yet),
+// is in the next checkpoint: a read-only mount of the store with a fresh
+// cache reads it while the mapping is still in place.
+func TestPassthroughMappingWritesCheckpointed(t *testing.T) {
+	needPassthrough(t)
+	m, want, r, mm := writerMapping(t, 12)
 	defer func() { _ = unix.Munmap(mm) }()
-	m.Sync(t) // every descriptor's RELEASE has been answered
+	if err := unix.Close(r); err != nil {
+		t.Fatal(err)
+	}
+	m.Sync(t) // the reader's RELEASE has been answered
 	mapped := pattern(1<<20, 13)
 	copy(mm[2<<20:], mapped)
 	copy(want[2<<20:], mapped)
