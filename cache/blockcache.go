@@ -90,19 +90,17 @@ func (e fileEvictor) closed(ino uint64) error {
 	v := e.v
 	var rec *meta.Inode
 	var present []uint64
+	held := false
 	err := v.db.View(func(txn *meta.Txn) error {
 		r, err := readInode(txn, ino)
 		if err != nil {
 			return err
 		}
 		rec = r
-		it, err := txn.Get(meta.Key64(meta.PrefixPresence, ino))
-		if err != nil {
-			return err
-		}
-		return it.Value(func(b []byte) error { present = data.DecodePresence(b); return nil })
+		present, held, err = data.StoredPresence(records{txn}, ino)
+		return err
 	})
-	if errors.Is(err, badger.ErrKeyNotFound) || errors.Is(err, ErrNotFound) {
+	if errors.Is(err, ErrNotFound) || (err == nil && !held) {
 		v.blocks.Drop(ino)
 		return nil
 	}

@@ -409,49 +409,66 @@ func (v *Volume) recOf(txn *meta.Txn, ino uint64) (*meta.Inode, bool, error) {
 	return r, err == nil, err
 }
 
-// heldFile is one file's record and the blocks it holds present, read to
-// be changed (by a checkpoint's apply, by a reconcile): an open file's,
-// with its node locked until release, or the stored ones (n is nil).
+// heldFile is a file held for the committer (commit.HeldFile: a
+// checkpoint's apply, a reconcile's live.UpdateFile): an open file's node,
+// locked until Release, or, for a file not open, a node of its record and
+// the present blocks its presence record lists (not its inline bytes),
+// which nothing else can find (it is not registered, and the caller holds
+// v.mu exclusively, so the file cannot open meanwhile).
 type heldFile struct {
-	n       *node           // the open file, locked; nil if not open
-	r       *meta.Inode     // a private copy of the record
-	present map[uint64]bool // a private copy of the present blocks
+	n    *node
+	open bool
 }
 
-// holdFile reads file ino's record and present blocks: an open file's from
-// its node, which it locks until release, else the stored ones (a missing
-// record is ErrNotFound). Caller holds v.mu.
-func (v *Volume) holdFile(ino uint64) (*heldFile, error) {
-	h := &heldFile{present: map[uint64]bool{}}
+func (h heldFile) Record() *meta.Inode { return h.n.rec.Clone() }
+func (h heldFile) Data() *data.File    { return h.n.d }
+func (h heldFile) Open() bool          { return h.open }
+
+func (h heldFile) SetRecord(r *meta.Inode, stored bool) {
+	if !h.open {
+		return
+	}
+	h.n.rec = r
+	if stored {
+		h.n.memDirty = false
+	}
+}
+
+// Release unlocks an open file's node, or closes the data file a node
+// read from the records may have opened.
+func (h heldFile) Release() {
+	if h.open {
+		h.n.mu.Unlock()
+		return
+	}
+	h.n.closeFile()
+}
+
+// holdFile holds file ino (commit.Files.Hold): an open file's node, which
+// it locks, else a node read from its records; false if it has no record.
+// Caller holds v.mu exclusively.
+func (v *Volume) holdFile(ino uint64) (heldFile, bool, error) {
 	if n := v.lookupNode(ino); n != nil {
 		n.mu.Lock()
-		h.n, h.r, h.present = n, n.rec.Clone(), n.d.Present()
-		return h, nil
+		return heldFile{n: n, open: true}, true, nil
 	}
+	var n *node
 	err := v.db.View(func(txn *meta.Txn) error {
-		var err error
-		if h.r, err = readInode(txn, ino); err != nil {
+		r, err := readInode(txn, ino)
+		if err != nil {
 			return err
 		}
-		b, ok, err := getValue(txn, meta.Key64(meta.PrefixPresence, ino))
-		if ok {
-			for _, i := range data.DecodePresence(b) {
-				h.present[i] = true
-			}
-		}
+		present, _, err := data.StoredPresence(records{txn}, ino)
+		n = &node{v: v, ino: ino, rec: r, d: data.NewFile(v.data, ino, present, nil)}
 		return err
 	})
+	if errors.Is(err, ErrNotFound) {
+		return heldFile{}, false, nil
+	}
 	if err != nil {
-		return nil, err
+		return heldFile{}, false, err
 	}
-	return h, nil
-}
-
-// release unlocks the open file's node, if h holds one.
-func (h *heldFile) release() {
-	if h.n != nil {
-		h.n.mu.Unlock()
-	}
+	return heldFile{n: n}, true, nil
 }
 
 // diverge saves a commit that lost its number to another writer on a new
@@ -481,91 +498,18 @@ func (v *Volume) diverge(ctx context.Context, c snapshot.Commit) (snapshot.Commi
 	return nc, nil
 }
 
-// apply is phase D: it records the chunks and trees commit c covers.
-//
-// Files first: an open file's blocks are cleared in a transaction of its
-// own, under its lock (its writer may be waiting); files not open cannot
-// change while v.mu is held and go in one batch. Then the directories,
-// under markMu, so that no mark is written between reading and clearing it.
+// apply is phase D: it records what commit c covers (commit.Applier),
+// under the namespace lock, with the volume's state moved to c.
 func (v *Volume) apply(c snapshot.Commit, res *freezeResult, up *commit.Uploader) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-
-	cp := v.capture(up)
-	byIno := up.Files()
-	fb := newBatch(v.db)
-	fd := &meta.Delta{}
-	for ino, blocks := range byIno {
-		if err := v.applyFile(fb, fd, ino, blocks, cp); err != nil {
-			fb.txn.Discard()
-			return err
-		}
-	}
-	if err := fb.flush(); err != nil {
-		return err
-	}
-	v.dirty.Apply(fd)
-
-	v.markMu.Lock()
-	defer v.markMu.Unlock()
-	wb := newBatch(v.db)
-	d := &meta.Delta{}
-	covered := func(dir uint64) bool {
-		seq, ok := v.dirty.MarkSeq(dir)
-		return ok && seq <= res.seq
-	}
-	// The directories' new trees; marks the commit covers are cleared in
-	// the same transaction as the tree they describe.
-	err := v.db.View(func(txn *meta.Txn) error {
-		return v.treeBuilder(up).ApplyTrees(txn, res.dirs, res.linkTable, covered, d, wb.op)
+	a := &commit.Applier{DB: v.db, Dirty: &v.dirty, Marks: &v.markMu, Files: live{v}, Capture: v.capture(up), Builder: v.treeBuilder(up)}
+	return a.Apply(res.dirs, res.linkTable, res.seq, func() func(*meta.Txn) error {
+		v.stateMu.Lock()
+		v.state.Seq = c.ID.Seq
+		v.state.Links = c.Links
+		st := v.state
+		v.stateMu.Unlock()
+		return func(t *meta.Txn) error { return v.saveState(t, st) }
 	})
-	if err != nil {
-		wb.txn.Discard()
-		return err
-	}
-	v.stateMu.Lock()
-	v.state.Seq = c.ID.Seq
-	v.state.Links = c.Links
-	st := v.state
-	v.stateMu.Unlock()
-	wb.op(func(t *meta.Txn) error { return v.saveState(t, st) })
-	if err := wb.flush(); err != nil {
-		return err
-	}
-	v.dirty.Apply(d)
-	return nil
-}
-
-// applyFile marks the captured blocks of one file clean: committed chunks
-// replace them, and their local bytes stay as cache. Caller holds v.mu.
-func (v *Volume) applyFile(wb *batch, d *meta.Delta, ino uint64, blocks []uint64, cp *commit.Capture) error {
-	h, err := v.holdFile(ino)
-	if errors.Is(err, ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer h.release()
-	n, r, present := h.n, h.r, h.present
-	write, cached := cp.Cover(r, present, blocks)
-	if write == nil {
-		return nil
-	}
-	if n != nil {
-		// Its own transaction, committed before the file's lock is
-		// released: a write waiting for the lock sees the clean state.
-		if err := v.update(write); err != nil {
-			return err
-		}
-		// Only the chunk map and dirty list changed; memory-only size and
-		// time changes made since the freeze stay pending.
-		n.rec.Chunks, n.rec.Dirty = r.Chunks, r.Dirty
-		n.d.SetPresent(present)
-	} else {
-		wb.op(func(t *meta.Txn) error { return write(t, d) })
-	}
-	cp.Forget(r, blocks)
-	v.blocks.Add(ino, cached)
-	return nil
 }

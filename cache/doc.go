@@ -30,8 +30,10 @@
 //     (dirty or present, the store, the lower, a hole), reading and
 //     writing them, installing fetched and copied-up blocks, cutting them
 //     (truncation), evicting them, forgetting them (an origin that
-//     changed), what of its records must be persisted, the block cache's
-//     count of its blocks, and a pinned data file kept whole (pin.go).
+//     changed), blocks a commit made clean becoming present (AddPresent),
+//     the blocks a reconcile changes under the file dropped (Replace),
+//     what of its records must be persisted, the block cache's count of
+//     its blocks, and a pinned data file kept whole (pin.go).
 //     What a volume's files share (data files, block cache, the lower as a
 //     block source: data.Origins) is a data.Sources, which also drops a
 //     closed file's clean blocks (records first) and a deleted file's
@@ -39,9 +41,10 @@
 //     data.Layout (file.go here), locks an open file and holds it open
 //     through data.Held (node here), writes its two records through
 //     data.Records and loads them through data.Stored (a transaction
-//     here), reaches back through
-//     data.Evictor (blockcache.go here: which file is open, its locks and
-//     records) and reads chunks through data.ChunkSource (the repo).
+//     here; data.StoredPresence reads a presence record), reaches back
+//     through data.Evictor (blockcache.go here: which file is open, its
+//     locks and records) and reads chunks through data.ChunkSource (the
+//     repo).
 //   - cache/meta, the metadata database: Badger behind the write-behind
 //     layer and the read cache (meta.DB, its transactions), the key layout
 //     and the inode and dentry records with their encoding, and the dirty
@@ -71,7 +74,13 @@
 //     here; the rebuilt directories' records apply writes: ApplyTrees),
 //     the Capture (a file's dirty blocks read into the Uploader through
 //     commit.File, which node implements here; the blocks a commit covers
-//     and the records apply writes for them: Clean, Cover), Diverge (a
+//     and the records apply writes for them: Clean, Cover), the Applier
+//     (phase D: each file with captured blocks held through commit.Files —
+//     an open file's node locked, a closed file's node read from its
+//     records: heldFile in checkpoint.go — its covered blocks made clean,
+//     an open file's in a transaction of its own, the others in one
+//     meta.Batch; then the directories' trees and the covered marks
+//     cleared under markMu, and the volume's state), Diverge (a
 //     commit that lost its number saved on a new branch; moving the volume
 //     there, its state and lease, is here), Stats (the checkpoints'
 //     figures for Status) and the Reconciler (another commit's link table
@@ -79,8 +88,9 @@
 //     read-only volume's follow: the walk of the trees and the records it
 //     writes; what it needs beyond records it asks through commit.Live,
 //     which reconcile.go implements here: inode numbers, the lower's
-//     listings, a file brought to its new entry with its local bytes and
-//     a pinned file's refill, an open file made an orphan, the data of a
+//     listings, a file brought to its new entry with its local bytes
+//     (held as for apply; data.File.Replace drops what changed) and a
+//     pinned file's refill, an open file made an orphan, the data of a
 //     dropped inode). Its ErrInconsistent is reported here as ErrIO.
 //
 // The lower layer of a virtual workspace is an interface here (Lower, in
@@ -100,13 +110,13 @@
 // (file.go: node, its record and its data.File under one lock, which it
 // lends to data.Fetcher as a data.Held; of write-back and truncation what
 // needs the namespace: the record's dirty marks, size and times, its
-// persistence before bytes land; of passthrough, passthrough.go, the
-// record's side: adopted blocks made dirty and their generations, a
-// refilled file's presence persisted), and the rest of the committer: a
-// checkpoint's phases, which files a capture reads, the freeze, and in
-// apply the holding of each file (holdFile), the batches and markMu
-// (checkpoint.go), the switch to a commit, the reconciler's commit.Live
-// and following a branch (reconcile.go), and history (history.go).
+// persistence before bytes land; of passthrough, passthrough.go, the record's side:
+// adopted blocks made dirty and their generations, a refilled file's
+// presence persisted), and the rest of the committer: a checkpoint's
+// phases, which files a capture reads, the freeze, a file held for the
+// committer (heldFile, holdFile: checkpoint.go), the switch to a commit,
+// the committer's commit.Live and commit.Files (live) and following a
+// branch (reconcile.go), and history (history.go).
 //
 // The namespace lock (Volume.mu) stays one lock after the split, for these
 // reasons. Every namespace change (ns.Change) runs whole under it,
@@ -149,5 +159,7 @@
 // engine and calls out only to AfterFlush hooks, with its flushMu held;
 // cache/ns has no lock of its own: a change, run under Volume.mu, takes
 // node.mu (ns.Host.LockOpen) and then markMu (ns.Host.CommitMarked)
-// through its Host.
+// through its Host; cache/commit's Applier, run under Volume.mu, takes
+// node.mu (commit.Files.Hold) and markMu (Files.Update, Applier.Marks),
+// one file's lock at a time and markMu after it.
 package cache

@@ -3,7 +3,6 @@ package cache
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -75,8 +74,8 @@ func (v *Volume) checkOpenFiles() error {
 		if err == nil && !n.d.PresenceDirty() {
 			var stored []uint64
 			err = v.db.View(func(txn *meta.Txn) error {
-				b, _, err := getValue(txn, meta.Key64(meta.PrefixPresence, n.ino))
-				stored = data.DecodePresence(b)
+				var err error
+				stored, _, err = data.StoredPresence(records{txn}, n.ino)
 				return err
 			})
 			held := slices.Sorted(maps.Keys(n.d.Present()))
@@ -92,37 +91,29 @@ func (v *Volume) checkOpenFiles() error {
 	return nil
 }
 
-// checkClosedFiles checks the presence record of every file that is not
-// open against its inode record: the record exists, no present block is
-// dirty or wholly past the end, and an inline file holds at most block 0
-// present, with its inline bytes stored and no longer than the file. And
-// the block cache counts no more for a closed file than the extents of
-// the blocks its presence record lists (it may count less, as for an open
-// file), so that a file whose blocks are gone counts nothing. Caller holds
-// v.mu exclusively (no file opens or closes meanwhile).
+// checkClosedFiles checks every file that is not open and has a presence
+// record: its inode record exists, and the data state read from its
+// records (data.Sources.LoadFile: an inline file's inline bytes are stored
+// if block 0 is present) keeps data.File's invariants against it
+// (data.File.CheckInvariants: no present block dirty or wholly past the
+// end, an inline file with at most block 0 present and inline bytes no
+// longer than the file, and the block cache counting no more for the file
+// than the extents of its present blocks). And the block cache counts
+// nothing for a closed file without a presence record. Caller holds v.mu
+// exclusively (no file opens or closes meanwhile).
 func (v *Volume) checkClosedFiles() error {
-	stored := map[uint64]int64{} // extents of the present blocks, by file
+	stored := map[uint64]bool{} // closed files with a presence record
 	err := v.db.View(func(txn *meta.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{meta.PrefixPresence}, PrefetchValues: true})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{meta.PrefixPresence}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			ino := meta.U64(it.Item().Key()[1:])
 			if v.lookupNode(ino) != nil {
 				continue
 			}
-			var present []uint64
-			if err := it.Item().Value(func(b []byte) error { present = data.DecodePresence(b); return nil }); err != nil {
-				return err
-			}
-			if err := v.checkClosedFile(txn, ino, present); err != nil {
+			stored[ino] = true
+			if err := v.checkClosedFile(txn, ino); err != nil {
 				return fmt.Errorf("closed file %d: %w", ino, err)
-			}
-			r, err := readInode(txn, ino)
-			if err != nil {
-				return err
-			}
-			for _, b := range present {
-				stored[ino] += data.Extent(b, r.Size, v.chunkSize)
 			}
 		}
 		return nil
@@ -131,41 +122,25 @@ func (v *Volume) checkClosedFiles() error {
 		return err
 	}
 	for ino, n := range v.blocks.Counted() {
-		if v.lookupNode(ino) == nil && n > stored[ino] {
-			return fmt.Errorf("block cache: closed file %d counts %d bytes, its presence record holds %d", ino, n, stored[ino])
+		if v.lookupNode(ino) == nil && !stored[ino] {
+			return fmt.Errorf("block cache: closed file %d counts %d bytes, its presence record holds 0", ino, n)
 		}
 	}
 	return nil
 }
 
-func (v *Volume) checkClosedFile(txn *meta.Txn, ino uint64, present []uint64) error {
+// checkClosedFile checks closed file ino's records (see checkClosedFiles).
+func (v *Volume) checkClosedFile(txn *meta.Txn, ino uint64) error {
 	r, err := readInode(txn, ino)
 	if err != nil {
+		present, _, _ := data.StoredPresence(records{txn}, ino)
 		return fmt.Errorf("a presence record %v without its inode: %w", present, err)
 	}
-	for _, b := range present {
-		switch {
-		case r.IsDirty(b):
-			return fmt.Errorf("block %d is both present and dirty", b)
-		case b*v.chunkSize >= r.Size:
-			return fmt.Errorf("block %d is present past the end (size %d)", b, r.Size)
-		case r.Inline && b != 0:
-			return fmt.Errorf("inline, yet block %d is present", b)
-		}
-	}
-	if !r.Inline || len(present) == 0 {
-		return nil
-	}
-	b, ok, err := getValue(txn, meta.Key64(meta.PrefixInline, ino))
-	switch {
-	case err != nil:
+	d, err := v.data.LoadFile(ino, layout{r}, records{txn})
+	if err != nil {
 		return err
-	case !ok:
-		return errors.New("inline, block 0 present, and no inline bytes stored")
-	case uint64(len(b)) > r.Size:
-		return fmt.Errorf("%d inline bytes for a size of %d", len(b), r.Size)
 	}
-	return nil
+	return d.CheckInvariants(layout{r})
 }
 
 // checkGens checks the write generations of dirty blocks

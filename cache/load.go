@@ -96,14 +96,14 @@ func (v *Volume) installDir(ino uint64, tree snapshot.BlobRef, entries []snapsho
 		}
 		rec.Nlink = 2 + subdirs
 	}
-	wb := newBatch(v.db)
+	wb := meta.NewBatch(v.db)
 	if len(stale) > 0 {
 		for _, k := range staleKeys {
-			wb.del(k)
+			wb.Delete(k)
 		}
 		for _, c := range stale {
 			if r, err := v.peekInode(c); err == nil && r.Parent == ino && r.LinkID == 0 {
-				wb.del(meta.Key64(meta.PrefixInode, c))
+				wb.Delete(meta.Key64(meta.PrefixInode, c))
 			}
 		}
 	}
@@ -131,19 +131,19 @@ func (v *Volume) installDir(ino uint64, tree snapshot.BlobRef, entries []snapsho
 	for i := range entries {
 		e := &entries[i]
 		if id := e.LinkID; id != 0 && e.Type != snapshot.TypeDir {
-			wb.set(meta.DentryKey(ino, e.Name), meta.DentryValue(links[id], e.Type))
+			wb.Set(meta.DentryKey(ino, e.Name), meta.DentryValue(links[id], e.Type))
 			continue
 		}
 		child, err := v.allocIno()
 		if err != nil {
 			return err
 		}
-		wb.set(meta.Key64(meta.PrefixInode, child), meta.EncodeInode(meta.InodeFromEntry(child, ino, e, v.inlineMax)))
-		wb.set(meta.DentryKey(ino, e.Name), meta.DentryValue(child, e.Type))
+		wb.Set(meta.Key64(meta.PrefixInode, child), meta.EncodeInode(meta.InodeFromEntry(child, ino, e, v.inlineMax)))
+		wb.Set(meta.DentryKey(ino, e.Name), meta.DentryValue(child, e.Type))
 	}
 	rec.Loaded = true
-	wb.set(meta.Key64(meta.PrefixInode, ino), meta.EncodeInode(rec))
-	return wb.flush()
+	wb.Set(meta.Key64(meta.PrefixInode, ino), meta.EncodeInode(rec))
+	return wb.Flush()
 }
 
 // peekInode reads a record outside any op.

@@ -30,7 +30,7 @@ import (
 //     (data.File.GrowPinned), so the kernel reads zeros up to the new size;
 //   - a reconcile (restore, discard, a read-only mount following its
 //     branch) fetches the new chunks of a pinned file before it changes
-//     anything and writes them into the same data file (updateFile,
+//     anything and writes them into the same data file (live.UpdateFile,
 //     fetchPinned, refillPinned) instead of forgetting them;
 //   - a pinned file is never inline (inline files are never pinned, and a
 //     reconcile keeps a pinned file out of the database);
@@ -85,13 +85,13 @@ func (v *Volume) Unpin(ino uint64) {
 	n.mu.Unlock()
 }
 
-// fetchPinned fetches, before a reconcile changes pinned file n to entry
-// e, the chunks of e whose bytes n does not keep, by block
-// (data.Fetcher.Chunks). Caller holds n.mu exclusively.
-func (v *Volume) fetchPinned(ctx context.Context, n *node, e *snapshot.Entry, keep map[uint64]bool) (map[uint64][]byte, error) {
+// fetchPinned fetches, before a reconcile changes pinned file ino to
+// entry e, the chunks of e whose bytes it does not keep, by block
+// (data.Fetcher.Chunks). Caller holds the file's node.mu exclusively.
+func (v *Volume) fetchPinned(ctx context.Context, ino uint64, e *snapshot.Entry, keep map[uint64]bool) (map[uint64][]byte, error) {
 	chunks, err := v.fetch.Chunks(ctx, e.Chunks, keep)
 	if err != nil {
-		return nil, fmt.Errorf("refill open file %d: %w", n.ino, ioErr(err))
+		return nil, fmt.Errorf("refill open file %d: %w", ino, ioErr(err))
 	}
 	return chunks, nil
 }

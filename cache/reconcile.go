@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/agentfs/agentfs/cache/commit"
-	"github.com/agentfs/agentfs/cache/data"
 	"github.com/agentfs/agentfs/cache/meta"
 	"github.com/agentfs/agentfs/snapshot"
 )
@@ -61,20 +60,20 @@ func (v *Volume) switchToLocked(ctx context.Context, c snapshot.Commit) error {
 		// Nothing local is pending any more: the namespace is c.
 		v.markMu.Lock()
 		defer v.markMu.Unlock()
-		wb := newBatch(v.db)
+		wb := meta.NewBatch(v.db)
 		d := &meta.Delta{}
 		for dir := range v.dirty.DirMarks() {
-			wb.op(func(t *meta.Txn) error { return meta.ClearMark(t, d, dir) })
+			wb.Op(func(t *meta.Txn) error { return meta.ClearMark(t, d, dir) })
 		}
 		for _, ino := range v.dirty.FileList() {
-			wb.op(func(t *meta.Txn) error { return meta.SetFileDirty(t, d, ino, false) })
+			wb.Op(func(t *meta.Txn) error { return meta.SetFileDirty(t, d, ino, false) })
 		}
 		v.stateMu.Lock()
 		v.state.Branch, v.state.Seq, v.state.Links, v.state.Virtual = c.ID.Branch, c.ID.Seq, c.Links, c.Virtual
 		st := v.state
 		v.stateMu.Unlock()
-		wb.op(func(t *meta.Txn) error { return v.saveState(t, st) })
-		if err := wb.flush(); err != nil {
+		wb.Op(func(t *meta.Txn) error { return v.saveState(t, st) })
+		if err := wb.Flush(); err != nil {
 			return err
 		}
 		v.dirty.Apply(d)
@@ -105,9 +104,11 @@ func (v *Volume) switchToLocked(ctx context.Context, c snapshot.Commit) error {
 	return nil
 }
 
-// live is the live namespace as a commit.Reconciler reaches it: the
-// inode allocator, the lower layer, the open files and the data side.
-// Its methods run under v.mu, held exclusively by switchToLocked.
+// live is the live namespace as the committer reaches it: for a
+// commit.Reconciler (commit.Live) the inode allocator, the lower layer,
+// the open files and the data side, and for both it and a checkpoint's
+// commit.Applier the files held while they change (commit.Files). Its
+// methods run under v.mu, held exclusively by switchToLocked and apply.
 type live struct{ v *Volume }
 
 func (l live) AllocIno() (uint64, error) { return l.v.allocIno() }
@@ -157,17 +158,23 @@ func (l live) Orphan(ino uint64) (bool, error) {
 	})
 }
 
+// Hold implements commit.Files (holdFile).
+func (l live) Hold(ino uint64) (commit.HeldFile, bool, error) { return l.v.holdFile(ino) }
+
 // UpdateFile implements commit.Live: local bytes of blocks whose chunk
-// changed are forgotten, and those of a pinned file are fetched again
-// (passthrough.go).
+// changed are forgotten (data.File.Replace), and those of a pinned file
+// are fetched again (passthrough.go).
 func (l live) UpdateFile(ctx context.Context, ino uint64, e *snapshot.Entry) (bool, error) {
 	v := l.v
-	h, err := v.holdFile(ino)
+	h, ok, err := v.holdFile(ino)
 	if err != nil {
 		return false, err
 	}
-	defer h.release()
-	n, r, present := h.n, h.r, h.present
+	if !ok {
+		return false, fmt.Errorf("update inode %d: %w", ino, ErrNotFound)
+	}
+	defer h.Release()
+	r, d := h.Record(), h.Data()
 	same := commit.SameAttrs(r, e) && r.Size == e.Size && r.Nlink == e.Nlink && len(r.Dirty) == 0 &&
 		slices.Equal(r.Chunks, e.Chunks)
 	if same {
@@ -176,50 +183,35 @@ func (l live) UpdateFile(ctx context.Context, ino uint64, e *snapshot.Entry) (bo
 	// Keep cached bytes of the blocks whose chunk is unchanged, unless the
 	// file moves between inline and data-file storage.
 	wasInline := r.Inline
-	pinned := n != nil && n.d.Pinned() // its data file stays whole (passthrough.go)
+	pinned := d.Pinned() // its data file stays whole (passthrough.go)
 	newInline := r.Type == snapshot.TypeFile && e.Size <= v.inlineMax && !pinned
 	keep := map[uint64]bool{}
 	for _, c := range e.Chunks {
-		if ref, ok := r.Chunk(c.Index); ok && ref == c.Ref && present[c.Index] && !r.IsDirty(c.Index) && newInline == wasInline {
+		if ref, ok := r.Chunk(c.Index); ok && ref == c.Ref && d.IsPresent(c.Index) && !r.IsDirty(c.Index) && newInline == wasInline {
 			keep[c.Index] = true
 		}
 	}
 	var refill map[uint64][]byte
 	if pinned {
-		if refill, err = v.fetchPinned(ctx, n, e, keep); err != nil {
+		if refill, err = v.fetchPinned(ctx, ino, e, keep); err != nil {
 			return false, err
-		}
-	}
-	var dropped int64
-	for b := range present {
-		if !keep[b] {
-			dropped += int64(min(v.chunkSize, r.Size-min(r.Size, b*v.chunkSize)))
 		}
 	}
 	for _, b := range r.Dirty {
 		v.gens.Forget(ino, b)
 	}
-	if r.Type == snapshot.TypeFile && !wasInline {
-		// Data-file bytes of blocks that are neither present nor dirty
-		// must read as zeros: punch out what is not kept.
-		var drop []uint64
-		for b := range present {
-			if !keep[b] {
-				drop = append(drop, b)
-			}
-		}
-		drop = append(drop, r.Dirty...)
-		if err := v.clearDataFile(n, ino, drop, e.Size, len(keep) == 0 && !pinned); err != nil {
+	if r.Type == snapshot.TypeFile {
+		if err := d.Replace(layout{r}, keep, e.Size); err != nil {
 			return false, err
 		}
 	}
 	commit.SetAttrs(r, e)
 	r.Size, r.Nlink, r.Chunks, r.Dirty, r.Inline = e.Size, e.Nlink, slices.Clone(e.Chunks), nil, newInline
-	err = v.update(func(txn *meta.Txn, d *meta.Delta) error {
+	err = v.update(func(txn *meta.Txn, md *meta.Delta) error {
 		if err := txn.Set(meta.Key64(meta.PrefixInode, ino), meta.EncodeInode(r)); err != nil {
 			return err
 		}
-		if err := meta.SetFileDirty(txn, d, ino, false); err != nil {
+		if err := meta.SetFileDirty(txn, md, ino, false); err != nil {
 			return err
 		}
 		if (r.Inline || wasInline) && !keep[0] {
@@ -227,38 +219,17 @@ func (l live) UpdateFile(ctx context.Context, ino uint64, e *snapshot.Entry) (bo
 				return err
 			}
 		}
-		if len(keep) == 0 {
-			return txn.Delete(meta.Key64(meta.PrefixPresence, ino))
-		}
-		return txn.Set(meta.Key64(meta.PrefixPresence, ino), data.EncodePresence(keep))
+		return records{txn}.SetPresence(ino, d.PresenceRecord())
 	})
 	if err != nil {
 		return false, err
 	}
-	if n != nil {
-		n.rec, n.memDirty = r, false
-		n.d.SetPresent(keep)
-		if !keep[0] {
-			n.d.SetInline(nil, false)
-		}
-	}
-	v.blocks.Add(ino, -dropped)
+	h.SetRecord(r, true)
+	d.Persisted()
 	if pinned {
-		return true, v.refillPinned(n, refill)
+		return true, v.refillPinned(h.n, refill)
 	}
 	return true, nil
-}
-
-// clearDataFile punches the given blocks out of ino's data file and cuts it
-// to size, or removes it (all). n, if not nil, is the file's locked node.
-func (v *Volume) clearDataFile(n *node, ino uint64, blocks []uint64, size uint64, all bool) error {
-	if all {
-		if n != nil {
-			n.closeFile()
-		}
-		return v.files.Remove(ino)
-	}
-	return v.files.PunchFile(ino, blocks, v.chunkSize, true, size)
 }
 
 // followLoop keeps a read-only volume at its branch head.

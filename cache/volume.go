@@ -388,8 +388,8 @@ func (v *Volume) resetNamespace(ctx context.Context, c snapshot.Commit) error {
 	root := &meta.Inode{Ino: RootIno, Type: snapshot.TypeDir, Mode: r.Mode, Uid: r.Uid, Gid: r.Gid,
 		Atime: r.Atime, Mtime: r.Mtime, Ctime: r.Ctime, Nlink: max(r.Nlink, 2), Xattrs: r.Xattrs,
 		Tree: r.Tree, SubFiles: r.SubFiles, SubBytes: r.SubBytes, HasOrigin: r.HasOrigin, Mod: r.Modified}
-	wb := newBatch(v.db)
-	wb.set(meta.Key64(meta.PrefixInode, RootIno), meta.EncodeInode(root))
+	wb := meta.NewBatch(v.db)
+	wb.Set(meta.Key64(meta.PrefixInode, RootIno), meta.EncodeInode(root))
 	for i := range links {
 		e := &links[i]
 		if e.LinkID == 0 || e.Type == snapshot.TypeDir {
@@ -399,8 +399,8 @@ func (v *Volume) resetNamespace(ctx context.Context, c snapshot.Commit) error {
 		if err != nil {
 			return err
 		}
-		wb.set(meta.Key64(meta.PrefixInode, ino), meta.EncodeInode(meta.InodeFromEntry(ino, 0, e, v.inlineMax)))
-		wb.set(meta.Key64(meta.PrefixLink, e.LinkID), meta.Put64(ino))
+		wb.Set(meta.Key64(meta.PrefixInode, ino), meta.EncodeInode(meta.InodeFromEntry(ino, 0, e, v.inlineMax)))
+		wb.Set(meta.Key64(meta.PrefixLink, e.LinkID), meta.Put64(ino))
 	}
 	v.stateMu.Lock()
 	v.state.Branch = c.ID.Branch
@@ -410,8 +410,8 @@ func (v *Volume) resetNamespace(ctx context.Context, c snapshot.Commit) error {
 	st := v.state
 	v.stateMu.Unlock()
 	b, _ := json.Marshal(st)
-	wb.set(keyState, b)
-	if err := wb.flush(); err != nil {
+	wb.Set(keyState, b)
+	if err := wb.Flush(); err != nil {
 		return err
 	}
 	return v.db.Flush()
@@ -446,17 +446,17 @@ func (v *Volume) recover() error {
 	if err != nil {
 		return err
 	}
-	wb := newBatch(v.db)
+	wb := meta.NewBatch(v.db)
 	for _, ino := range orphans {
 		v.dirty.Apply(&meta.Delta{Files: map[uint64]bool{ino: false}})
-		wb.del(meta.Key64(meta.PrefixOrphan, ino))
-		wb.del(meta.Key64(meta.PrefixInode, ino))
-		wb.del(meta.Key64(meta.PrefixDirtyFile, ino))
-		wb.del(meta.Key64(meta.PrefixPresence, ino))
-		wb.del(meta.Key64(meta.PrefixInline, ino))
+		wb.Delete(meta.Key64(meta.PrefixOrphan, ino))
+		wb.Delete(meta.Key64(meta.PrefixInode, ino))
+		wb.Delete(meta.Key64(meta.PrefixDirtyFile, ino))
+		wb.Delete(meta.Key64(meta.PrefixPresence, ino))
+		wb.Delete(meta.Key64(meta.PrefixInline, ino))
 		_ = v.files.Remove(ino)
 	}
-	if err := wb.flush(); err != nil {
+	if err := wb.Flush(); err != nil {
 		return err
 	}
 	if !clean {
@@ -659,40 +659,4 @@ func (v *Volume) Close(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// batch writes many keys, committing every batchCommitOps writes. It is
-// not atomic as a whole: use it only where every prefix of the writes is a
-// consistent state.
-type batch struct {
-	db  *meta.DB
-	txn *meta.Txn
-	n   int // writes in txn
-	err error
-}
-
-func newBatch(db *meta.DB) *batch { return &batch{db: db, txn: db.NewTransaction(true)} }
-
-func (b *batch) op(f func(*meta.Txn) error) {
-	if b.err != nil {
-		return
-	}
-	if b.err = f(b.txn); b.err != nil {
-		return
-	}
-	if b.n++; b.n >= meta.BatchCommitOps {
-		b.err = b.txn.Commit()
-		b.txn, b.n = b.db.NewTransaction(true), 0
-	}
-}
-
-func (b *batch) set(k, val []byte) { b.op(func(t *meta.Txn) error { return t.Set(k, val) }) }
-func (b *batch) del(k []byte)      { b.op(func(t *meta.Txn) error { return t.Delete(k) }) }
-
-func (b *batch) flush() error {
-	if b.err != nil {
-		b.txn.Discard()
-		return b.err
-	}
-	return b.txn.Commit()
 }

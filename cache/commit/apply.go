@@ -1,25 +1,155 @@
 package commit
 
 import (
+	"sync"
+
 	"github.com/agentfs/agentfs/cache/data"
 	"github.com/agentfs/agentfs/cache/meta"
 )
 
-// This file is the record side of a checkpoint's phase D (the facade's
-// apply): once the commit is written, the records say what it covers.
-// The facade holds the files and the namespace still, and batches the
-// writes.
+// This file is a checkpoint's phase D: once the commit is written, the
+// records say what it covers. Apply runs it under the namespace lock its
+// caller holds, reaching the facade's files through Files.
+
+// Files is how the committer holds the facade's files while it changes
+// their records and local data (phase D's Apply, and the facade's own
+// Live.UpdateFile): a file held stays still until released — an open
+// file with its lock taken, one not open kept from opening by the
+// namespace lock that the caller holds.
+type Files interface {
+	// Hold holds file ino; false (nothing held) if it has no record.
+	Hold(ino uint64) (HeldFile, bool, error)
+	// Update runs fn in a transaction ordered against mark writers and
+	// the clearing of marks, and applies d to the dirty set once it
+	// commits.
+	Update(fn func(txn *meta.Txn, d *meta.Delta) error) error
+}
+
+// HeldFile is a file that Files.Hold holds.
+type HeldFile interface {
+	// Record returns a private copy of the file's record.
+	Record() *meta.Inode
+	// Data returns the file's data state: an open file's own, or, for a
+	// file not open, one holding the present blocks its presence record
+	// lists (not its bytes), whose changes count in the block cache and
+	// whose data file, if opened, closes at Release.
+	Data() *data.File
+	// Open reports whether the file is open: its record lives in memory
+	// too (SetRecord), and a change to it is stored before the hold ends,
+	// in a transaction of its own (Files.Update), so that a writer waiting
+	// for its lock finds the change stored.
+	Open() bool
+	// SetRecord makes r the open file's record; with stored, r is all the
+	// database must hold of it (nothing waits to be persisted). Nothing
+	// for a file not open.
+	SetRecord(r *meta.Inode, stored bool)
+	// Release ends the hold.
+	Release()
+}
+
+// Applier records what a written commit covers (phase D): its files'
+// captured blocks clean, its directories' trees, the tree marks it covers
+// cleared, and the volume's state.
+type Applier struct {
+	DB      *meta.DB
+	Dirty   *meta.DirtySet
+	Marks   sync.Locker // the facade's mark lock (writers of tree marks)
+	Files   Files
+	Capture *Capture // this checkpoint's capture: its uploader holds the blocks
+	Builder *Builder // this checkpoint's builder: its Record reads records
+}
+
+// Apply records what the commit covers, under the namespace lock that
+// the caller holds. Files first: each file with captured blocks is held
+// (Files.Hold) and its covered blocks marked clean (Capture.Cover): an
+// open file's in a transaction of its own, under its lock (its writer may
+// be waiting), the others, which cannot change meanwhile, in one batch.
+// Then, under Marks, so that no mark is written between reading and
+// clearing it, the directories of dirs get their trees (ApplyTrees), with
+// the marks the freeze saw (up to sequence seq) cleared; once those are
+// staged, state moves the volume's state to the commit (in memory, even if
+// the batch fails later: the commit is written) and returns the write that
+// stores it, last in the same batch.
+func (a *Applier) Apply(dirs map[uint64]Dir, linkTable bool, seq uint64, state func() func(*meta.Txn) error) error {
+	fb := meta.NewBatch(a.DB)
+	fd := &meta.Delta{}
+	for ino, blocks := range a.Capture.Up.Files() {
+		if err := a.file(fb, fd, ino, blocks); err != nil {
+			fb.Discard()
+			return err
+		}
+	}
+	if err := fb.Flush(); err != nil {
+		return err
+	}
+	a.Dirty.Apply(fd)
+
+	a.Marks.Lock()
+	defer a.Marks.Unlock()
+	wb := meta.NewBatch(a.DB)
+	d := &meta.Delta{}
+	covered := func(dir uint64) bool {
+		s, ok := a.Dirty.MarkSeq(dir)
+		return ok && s <= seq
+	}
+	// The directories' new trees; marks the commit covers are cleared in
+	// the same transaction as the tree they describe.
+	err := a.DB.View(func(txn *meta.Txn) error {
+		return a.Builder.ApplyTrees(txn, dirs, linkTable, covered, d, wb.Op)
+	})
+	if err != nil {
+		wb.Discard()
+		return err
+	}
+	wb.Op(state())
+	if err := wb.Flush(); err != nil {
+		return err
+	}
+	a.Dirty.Apply(d)
+	return nil
+}
+
+// file marks the captured blocks of file ino clean: committed chunks
+// replace them, and their local bytes stay as cache (data.File.AddPresent).
+// A file not open is written through wb (its dirty-set change in d).
+func (a *Applier) file(wb *meta.Batch, d *meta.Delta, ino uint64, blocks []uint64) error {
+	h, ok, err := a.Files.Hold(ino)
+	if err != nil || !ok {
+		return err
+	}
+	defer h.Release()
+	r, fd := h.Record(), h.Data()
+	write, cached := a.Capture.Cover(r, fd.Present(), blocks)
+	if write == nil {
+		return nil
+	}
+	if h.Open() {
+		// Its own transaction, committed before the file's lock is
+		// released: a write waiting for the lock sees the clean state.
+		if err := a.Files.Update(write); err != nil {
+			return err
+		}
+		// Only the chunk map and dirty list changed; memory-only size and
+		// time changes made since the freeze stay pending.
+		h.SetRecord(r, false)
+	} else {
+		wb.Op(func(t *meta.Txn) error { return write(t, d) })
+	}
+	a.Capture.Forget(r, blocks)
+	fd.AddPresent(cached, r.Size)
+	return nil
+}
 
 // Cover marks clean, in file record r and its present blocks, the blocks
 // of the given ones that the commit covers (Clean), and returns the write
 // that stores the outcome — the record, the dirty-file index once no block
-// is dirty, the presence record — with the bytes that became cache; a nil
+// is dirty, the presence record — with the blocks that became cache; a nil
 // write if r did not change. The caller holds the file still until the
 // write commits, and then calls Forget.
-func (c *Capture) Cover(r *meta.Inode, present map[uint64]bool, blocks []uint64) (write func(*meta.Txn, *meta.Delta) error, cached int64) {
+func (c *Capture) Cover(r *meta.Inode, present map[uint64]bool, blocks []uint64) (write func(*meta.Txn, *meta.Delta) error, cached []uint64) {
 	changed, cached := c.Clean(r, present, blocks)
 	if !changed {
-		return nil, 0
+		return nil, nil
 	}
 	ino, rec, pres, clean := r.Ino, meta.EncodeInode(r), data.EncodePresence(present), len(r.Dirty) == 0
 	return func(t *meta.Txn, d *meta.Delta) error {

@@ -1,7 +1,9 @@
 package commit
 
 import (
+	"log/slog"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/agentfs/agentfs/cache/data"
@@ -59,8 +61,8 @@ func TestCover(t *testing.T) {
 	c.Gens.Bump(7, 1) // written since: stays dirty
 	r, present := f.r.Clone(), map[uint64]bool{}
 	write, cached := c.Cover(r, present, []uint64{0, 1})
-	if write == nil || cached != testChunk {
-		t.Fatalf("Cover = %v, %d bytes cached; want a write, block 0 cached", write != nil, cached)
+	if write == nil || !slices.Equal(cached, []uint64{0}) {
+		t.Fatalf("Cover = %v, blocks %v cached; want a write, block 0 cached", write != nil, cached)
 	}
 	got, pres, dirty := stored(write)
 	if !slices.Equal(got.Dirty, []uint64{1}) || !slices.Equal(pres, []uint64{0}) || !dirty {
@@ -160,5 +162,170 @@ func TestApplyTrees(t *testing.T) {
 	apply(true)
 	if marked(meta.LinkTableDir) {
 		t.Error("the link table's covered mark stayed after it was rebuilt")
+	}
+}
+
+// fakeFiles is Files over records in memory (open files) and in a
+// database (the others), with data states over one data.Sources.
+type fakeFiles struct {
+	db      *meta.DB
+	src     *data.Sources
+	open    map[uint64]*meta.Inode // the open files' records
+	data    map[uint64]*data.File
+	marks   *fakeLock
+	updates []bool // each Update call: whether the mark lock was free
+	held    int    // holds not released
+}
+
+func (f *fakeFiles) Hold(ino uint64) (HeldFile, bool, error) {
+	if r, ok := f.open[ino]; ok {
+		f.held++
+		return &fakeHeld{f: f, r: r, d: f.data[ino], open: true}, true, nil
+	}
+	var r *meta.Inode
+	var ok bool
+	err := f.db.View(func(txn *meta.Txn) error {
+		var err error
+		r, ok, err = storedRecord(txn, ino)
+		return err
+	})
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	f.held++
+	return &fakeHeld{f: f, r: r, d: data.NewFile(f.src, ino, nil, nil)}, true, nil
+}
+
+func (f *fakeFiles) Update(fn func(*meta.Txn, *meta.Delta) error) error {
+	f.updates = append(f.updates, !f.marks.locked)
+	d := &meta.Delta{}
+	return f.db.Update(func(txn *meta.Txn) error { return fn(txn, d) })
+}
+
+type fakeHeld struct {
+	f    *fakeFiles
+	r    *meta.Inode
+	d    *data.File
+	open bool
+}
+
+func (h *fakeHeld) Record() *meta.Inode { return h.r.Clone() }
+func (h *fakeHeld) Data() *data.File    { return h.d }
+func (h *fakeHeld) Open() bool          { return h.open }
+func (h *fakeHeld) Release()            { h.f.held-- }
+func (h *fakeHeld) SetRecord(r *meta.Inode, stored bool) {
+	if h.open {
+		h.f.open[r.Ino] = r
+	}
+}
+
+// fakeLock is a mark lock that says whether it is held.
+type fakeLock struct {
+	mu     sync.Mutex
+	locked bool
+}
+
+func (l *fakeLock) Lock()   { l.mu.Lock(); l.locked = true }
+func (l *fakeLock) Unlock() { l.locked = false; l.mu.Unlock() }
+
+// TestApply: the blocks a commit covers become clean — an open file's in a
+// write of its own and in its record in memory, a closed file's in the
+// batch — and present, counted by the block cache; a block written since
+// its capture stays dirty; a covered directory mark is cleared under the
+// mark lock, and the state is written there, last; every hold is released.
+func TestApply(t *testing.T) {
+	db := openDB(t)
+	c, _ := newCapture(t)
+	files, err := data.NewFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &data.Sources{Files: files, Cache: data.NewCache(1<<30, nil, slog.New(slog.DiscardHandler)), BlockSize: testChunk}
+	open := dirtyFile(t, c.Gens, 7, 1)   // blocks 0 and 1 (short)
+	closed := dirtyFile(t, c.Gens, 8, 1) // blocks 0 and 1 (short)
+	for _, f := range []*memFile{open, closed} {
+		if err := c.Frozen(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Gens.Bump(7, 1) // written since its capture: stays dirty
+	dir := &meta.Inode{Ino: 2, Type: snapshot.TypeDir, Nlink: 2, Parent: meta.RootIno, Loaded: true}
+	put(t, db, 0, nil, open.r, closed.r, dir)
+	if err := db.Update(func(txn *meta.Txn) error {
+		d := &meta.Delta{}
+		for _, ino := range []uint64{7, 8} {
+			if err := meta.SetFileDirty(txn, d, ino, true); err != nil {
+				return err
+			}
+		}
+		return txn.Set(meta.Key64(meta.PrefixTreeMark, 2), meta.Put64(3))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var dirty meta.DirtySet
+	if _, err := dirty.Load(db); err != nil {
+		t.Fatal(err)
+	}
+	ff := &fakeFiles{db: db, src: src, open: map[uint64]*meta.Inode{7: open.r.Clone()},
+		data: map[uint64]*data.File{7: data.NewFile(src, 7, nil, nil)}, marks: &fakeLock{}}
+	b, _ := newBuilder(t)
+	a := &Applier{DB: db, Dirty: &dirty, Marks: ff.marks, Files: ff, Capture: c, Builder: b}
+	stateLocked := false
+	err = a.Apply(map[uint64]Dir{2: {Ref: snapshot.BlobRef{Offset: 2, Length: 1}}}, false, 3, func() func(*meta.Txn) error {
+		stateLocked = ff.marks.locked
+		return func(txn *meta.Txn) error { return txn.Set([]byte("state"), nil) }
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if !slices.Equal(ff.updates, []bool{true}) {
+		t.Errorf("Update calls (mark lock free?) %v; want one, for the open file, without the mark lock", ff.updates)
+	}
+	if r := ff.open[7]; !slices.Equal(r.Dirty, []uint64{1}) || len(r.Chunks) != 1 {
+		t.Errorf("open file in memory: dirty %v, chunks %v; want block 1 dirty, block 0's chunk", r.Dirty, r.Chunks)
+	}
+	if !ff.data[7].IsPresent(0) || ff.data[7].IsPresent(1) {
+		t.Errorf("open file present %v; want block 0", ff.data[7].Present())
+	}
+	counted := src.Cache.Counted()
+	if counted[7] != testChunk || counted[8] != testChunk+testChunk/2 {
+		t.Errorf("the block cache counts %v; want 7: %d (block 0), 8: %d (blocks 0 and 1)", counted, testChunk, testChunk+testChunk/2)
+	}
+	err = db.View(func(txn *meta.Txn) error {
+		for ino, want := range map[uint64][]uint64{7: {1}, 8: nil} {
+			r, _, err := storedRecord(txn, ino)
+			if err != nil {
+				return err
+			}
+			if !slices.Equal(r.Dirty, want) {
+				t.Errorf("stored record of %d: dirty %v, want %v", ino, r.Dirty, want)
+			}
+		}
+		if _, err := txn.Get([]byte("state")); err != nil {
+			t.Errorf("state not written: %v", err)
+		}
+		if _, err := txn.Get(meta.Key64(meta.PrefixTreeMark, 2)); err == nil {
+			t.Error("the covered mark of directory 2 stayed")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stateLocked {
+		t.Error("the state was written without the mark lock")
+	}
+	if files := dirty.FileList(); !slices.Equal(files, []uint64{7}) {
+		t.Errorf("dirty files %v; want [7]", files)
+	}
+	if err := dirty.CheckInvariants(db); err != nil {
+		t.Error(err)
+	}
+	if c.Gens.Get(8, 0) != 0 || c.Gens.Get(7, 1) == 0 {
+		t.Error("generations: a clean block's kept, or a dirty one's forgotten")
+	}
+	if ff.held != 0 {
+		t.Errorf("%d holds not released", ff.held)
 	}
 }

@@ -113,9 +113,10 @@ func (c *Capture) Frozen(f File) error {
 // generation captured, within the file's size. A covered block's chunk
 // becomes its captured reference (a hole drops the chunk), and its local
 // bytes stay as cache (present). Clean returns whether r changed and the
-// bytes that became cache. The caller holds the file still (its lock, or
-// the namespace lock for a file not open) and stores r and present.
-func (c *Capture) Clean(r *meta.Inode, present map[uint64]bool, blocks []uint64) (changed bool, cached int64) {
+// blocks that became cache (for data.File.AddPresent). The caller holds
+// the file still (its lock, or the namespace lock for a file not open)
+// and stores r and present.
+func (c *Capture) Clean(r *meta.Inode, present map[uint64]bool, blocks []uint64) (changed bool, cached []uint64) {
 	for _, b := range blocks {
 		ub, _ := c.Up.Block(BlockKey{r.Ino, b})
 		if !r.IsDirty(b) || c.Gens.Get(r.Ino, b) != ub.Gen || b*c.ChunkSize >= r.Size {
@@ -129,7 +130,7 @@ func (c *Capture) Clean(r *meta.Inode, present map[uint64]bool, blocks []uint64)
 		} else {
 			r.SetChunk(b, ub.Ref)
 			present[b] = true
-			cached += int64(min(c.ChunkSize, r.Size-b*c.ChunkSize))
+			cached = append(cached, b)
 		}
 		r.RemoveDirty(b)
 		changed = true

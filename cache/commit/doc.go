@@ -19,9 +19,15 @@
 //     under the frozen namespace (phase B), and, once the commit is
 //     written, which captured blocks it covers in a file's record (Clean)
 //     and the write that stores that (Cover, apply.go);
-//   - phase D's directories (Builder.ApplyTrees, apply.go): the built
-//     trees written into their directories' records, with the tree marks
-//     the commit covers cleared in the same write;
+//   - phase D (Applier, apply.go): each file with captured blocks held
+//     through Files (an open file locked, the others kept still by the
+//     namespace lock) and its covered blocks made clean (Cover) — an open
+//     file's in a transaction of its own before its lock is released, the
+//     others in one meta.Batch — with their bytes kept as cache
+//     (data.File.AddPresent); then, under the facade's mark lock, the built
+//     trees written into their directories' records with the tree marks
+//     the commit covers cleared in the same write (Builder.ApplyTrees),
+//     and the volume's state last;
 //   - Diverge (diverge.go): a commit that lost its number to another
 //     writer, saved as the first commit of a new branch;
 //   - Stats (stats.go): what the last checkpoint and lease renewal did,
@@ -35,20 +41,21 @@
 // The facade (package cache) implements File for its open files (a node:
 // its record and local bytes under its lock) and for a file read from its
 // records; it reads its open files' records for the Builder through
-// Builder.Record. It also implements Live for the Reconciler. It still runs
-// the checkpoint's phases (which files, the freeze, holding each file and
-// batching apply's writes under the namespace and mark locks), the
-// switch (the namespace lock around Reconcile, the marks cleared after
-// it) and history. See cache/checkpoint.go for the phases and cache/doc.go for the
-// lock order.
+// Builder.Record. It implements Files (a file held: HeldFile) for the
+// Applier and for its own Live.UpdateFile, and Live for the Reconciler.
+// It still runs the checkpoint's phases (which files, the freeze, phase D
+// under the namespace lock), the switch (the namespace lock around
+// Reconcile, the marks cleared after it) and history. See
+// cache/checkpoint.go for the phases and cache/doc.go for the lock order.
 //
 // This package never imports the facade (package cache), fs, overlay,
 // serve or cmd, and outside its tests not blobstore: it writes and checks
 // packs through snapshot.Repo (depguard rules cache-commit and
 // cache-commit-code). It takes no lock of the engine: the Uploader's,
 // Gens' and Stats' mutexes are leaves, and the Builder and the Reconciler
-// run under the namespace lock that their caller holds (the Live methods
-// take what comes after it in the facade's lock order: a file's lock, the
-// mark lock). Its one error kind,
+// run under the namespace lock that their caller holds, as does the
+// Applier (the Live and Files methods, and Applier.Marks, take what comes
+// after it in the facade's lock order: a file's lock, the mark lock). Its
+// one error kind,
 // ErrInconsistent, the facade reports as cache.ErrIO.
 package commit

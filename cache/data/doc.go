@@ -10,7 +10,9 @@
 // bytes, its origin file in the lower layer and its passthrough pins, where
 // each block's bytes come from (local, the store, the lower, a hole),
 // reading and writing them, installing fetched or copied-up blocks,
-// cutting, evicting and forgetting them, keeping a pinned data file whole
+// cutting, evicting and forgetting them, blocks a commit made clean kept as
+// cache (AddPresent), the local bytes of blocks that changed under the file
+// dropped (Replace), keeping a pinned data file whole
 // (pin.go), with the block cache's count of them kept as they change. The
 // Files of one volume share a Sources: the data files, the block cache and
 // the lower layer as a block source (Origins), from which a File opens its
@@ -26,8 +28,9 @@
 // clean blocks when the cache is over its limit, a ChunkSource (the
 // snapshot repository) supplies a chunk's bytes, Origins (the lower layer)
 // opens a file's origin, and Records stores a File's inline bytes and
-// presence record, Stored reads them back (Sources.LoadFile: a
-// transaction of the caller's database). It never imports package cache.
+// presence record, Stored reads them back (Sources.LoadFile,
+// StoredPresence: a transaction of the caller's database). It never
+// imports package cache.
 //
 // Lock order: Cache.evictMu (one eviction at a time) → whatever the
 // Evictor takes (in cache: Volume.mu, node.mu, the database) → Cache.mu.

@@ -122,6 +122,16 @@ type Stored interface {
 	Presence(ino uint64) ([]byte, bool, error)
 }
 
+// StoredPresence returns the blocks that the presence record of file ino,
+// read through r, lists; false if it has none.
+func StoredPresence(r Stored, ino uint64) ([]uint64, bool, error) {
+	b, ok, err := r.Presence(ino)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	return DecodePresence(b), true, nil
+}
+
 // ErrInlineMissing is an inline file whose block 0 is present or dirty and
 // whose inline bytes are not stored.
 var ErrInlineMissing = errors.New("inline bytes are missing")
@@ -131,11 +141,9 @@ var ErrInlineMissing = errors.New("inline bytes are missing")
 // cache counts already), and, for an inline file whose block 0 is present
 // or dirty, its inline bytes (ErrInlineMissing if they are not stored).
 func (s *Sources) LoadFile(ino uint64, l Layout, r Stored) (*File, error) {
-	var present []uint64
-	if b, ok, err := r.Presence(ino); err != nil {
+	present, _, err := StoredPresence(r, ino)
+	if err != nil {
 		return nil, err
-	} else if ok {
-		present = DecodePresence(b)
 	}
 	var inline []byte
 	if l.Inline() && (slices.Contains(present, 0) || l.IsDirty(0)) {
@@ -254,6 +262,73 @@ func (d *File) unpresent(b, size uint64) int64 {
 	delete(d.present, b)
 	d.presenceDirty = true
 	return d.extent(b, size)
+}
+
+// AddPresent makes blocks present: they were dirty, and a commit now
+// holds their local bytes as their chunks. The caller has stored the
+// presence record of the present blocks and these (the presence is
+// persisted); the block cache counts their extents within the file, of
+// size size (and an access to it, even for no block).
+func (d *File) AddPresent(blocks []uint64, size uint64) {
+	var added int64
+	for _, b := range blocks {
+		if !d.present[b] {
+			d.present[b] = true
+			added += d.extent(b, size)
+		}
+	}
+	d.presenceDirty = false
+	d.src.Cache.Add(d.ino, added)
+}
+
+// Replace drops the local bytes of every block but the present ones in
+// keep, for a file whose blocks change under it (a reconcile brings it to
+// another commit's entry, whose chunks are unchanged for the blocks in
+// keep): l is its record before the change and size its new size. The
+// present blocks not kept stop being present and counted in the block
+// cache (which counts an access to the file, even for no block), and the
+// inline bytes go unless block 0 is kept. A data file has those blocks
+// and l's dirty ones punched out and is cut to size, or, when nothing is
+// kept and the file is not pinned, is closed and removed. The caller
+// stores the records (the presence record, PresenceRecord; the inline
+// bytes, deleted unless block 0 is kept) and then calls Persisted.
+func (d *File) Replace(l Layout, keep map[uint64]bool, size uint64) error {
+	var drop []uint64
+	var freed int64
+	for b := range d.present {
+		if !keep[b] {
+			drop = append(drop, b)
+			freed += d.unpresent(b, l.Size())
+		}
+	}
+	d.src.Cache.Add(d.ino, -freed)
+	if l.Inline() {
+		if !keep[0] {
+			d.inline, d.inlineDirty = nil, false
+		}
+		return nil
+	}
+	if len(keep) == 0 && d.pins == 0 {
+		d.Close()
+		return d.src.Files.Remove(d.ino)
+	}
+	// Bytes of blocks neither present nor dirty must read as zeros.
+	for b := uint64(0); b*d.bs < l.Size(); b++ {
+		if l.IsDirty(b) {
+			drop = append(drop, b)
+		}
+	}
+	f, err := d.OpenData(false)
+	if err != nil || f == nil {
+		return err
+	}
+	if err := Punch(f, drop, d.bs); err != nil {
+		return err
+	}
+	if err := f.Truncate(int64(size)); err != nil {
+		return fmt.Errorf("cache data file: %w", err)
+	}
+	return nil
 }
 
 // extent is Extent for d's block size.

@@ -246,3 +246,135 @@ func TestLoadFile(t *testing.T) {
 		t.Fatalf("clean inline file, nothing present: %v", err)
 	}
 }
+
+// TestFileAddPresent: blocks a commit made clean become present, counted
+// by their extents in the file (the last one short), once each, and the
+// presence is persisted.
+func TestFileAddPresent(t *testing.T) {
+	s := newSources(t, 4, nil)
+	d := NewFile(s, 7, nil, nil)
+	t.Cleanup(d.Close)
+	l := &testLayout{size: 10, chunks: map[uint64]bool{0: true}}
+	if err := d.Install(l, 0, []byte("abcd")); err != nil { // the presence changes
+		t.Fatal(err)
+	}
+	d.AddPresent([]uint64{1, 2}, l.size)
+	if !d.IsPresent(0) || !d.IsPresent(1) || !d.IsPresent(2) || d.PresenceDirty() {
+		t.Fatalf("present %v, presence dirty %v; want blocks 0 to 2, persisted", d.Present(), d.PresenceDirty())
+	}
+	if n := s.Cache.Counted()[7]; n != 10 {
+		t.Fatalf("the block cache counts %d bytes, want 10 (4 + 4 + 2)", n)
+	}
+	d.AddPresent([]uint64{2}, l.size)
+	if n := s.Cache.Counted()[7]; n != 10 {
+		t.Fatalf("a block present already counted again: %d bytes, want 10", n)
+	}
+	if err := d.CheckInvariants(l); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFileReplace: a file whose blocks change under it keeps only the
+// present blocks kept; the others and its dirty blocks read as zeros from
+// its data file, cut to the new size; with nothing kept its data file goes,
+// unless it is pinned; an inline file keeps its bytes only with block 0.
+func TestFileReplace(t *testing.T) {
+	const bs = 4
+	// setup returns a file of 12 bytes with blocks 0 and 1 present and
+	// block 2 dirty.
+	setup := func(t *testing.T) (*Sources, *File, *testLayout) {
+		s := newSources(t, bs, nil)
+		d := NewFile(s, 7, nil, nil)
+		t.Cleanup(d.Close)
+		l := &testLayout{size: 12, dirty: map[uint64]bool{}, chunks: map[uint64]bool{0: true, 1: true}}
+		for b, p := range []string{"abcd", "efgh"} {
+			if err := d.Install(l, uint64(b), []byte(p)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l.dirty[2] = true
+		if err := d.Write(l, []byte("ijkl"), 8); err != nil {
+			t.Fatal(err)
+		}
+		return s, d, l
+	}
+	dataFile := func(t *testing.T, s *Sources) []byte {
+		t.Helper()
+		f, err := s.Files.Open(7, false)
+		if err != nil || f == nil {
+			t.Fatalf("data file: %v, %v", f, err)
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, st.Size())
+		if _, err := f.ReadAt(b, 0); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+
+	t.Run("some kept", func(t *testing.T) {
+		s, d, l := setup(t)
+		if err := d.Replace(l, map[uint64]bool{0: true}, 10); err != nil {
+			t.Fatal(err)
+		}
+		if !d.IsPresent(0) || d.IsPresent(1) || !d.PresenceDirty() {
+			t.Fatalf("present %v (dirty %v); want block 0, not yet persisted", d.Present(), d.PresenceDirty())
+		}
+		if n := s.Cache.Counted()[7]; n != 4 {
+			t.Fatalf("the block cache counts %d bytes, want 4 (block 0)", n)
+		}
+		if got := dataFile(t, s); string(got) != "abcd\x00\x00\x00\x00\x00\x00" {
+			t.Fatalf("data file %q; want block 0, zeros, 10 bytes", got)
+		}
+	})
+	t.Run("nothing kept", func(t *testing.T) {
+		s, d, l := setup(t)
+		if err := d.Replace(l, map[uint64]bool{}, 10); err != nil {
+			t.Fatal(err)
+		}
+		if len(d.Present()) != 0 || s.Cache.Counted()[7] != 0 || d.DataFile() != nil {
+			t.Fatalf("present %v, counted %d, data file open %v; want none", d.Present(), s.Cache.Counted()[7], d.DataFile() != nil)
+		}
+		if f, err := s.Files.Open(7, false); f != nil || err != nil {
+			t.Fatalf("data file left: %v, %v", f, err)
+		}
+	})
+	t.Run("nothing kept, pinned", func(t *testing.T) {
+		s, d, l := setup(t)
+		f, err := d.Pin(l, false)
+		if err != nil || f == nil {
+			t.Fatalf("pin: %v, %v", f, err)
+		}
+		t.Cleanup(func() { f.Close() })
+		if err := d.Replace(l, map[uint64]bool{}, 6); err != nil {
+			t.Fatal(err)
+		}
+		if got := dataFile(t, s); string(got) != "\x00\x00\x00\x00\x00\x00" {
+			t.Fatalf("pinned data file %q; want 6 zeros", got)
+		}
+	})
+	t.Run("inline", func(t *testing.T) {
+		s := newSources(t, bs, nil)
+		l := &testLayout{size: 3, inline: true, chunks: map[uint64]bool{0: true}}
+		for _, keep := range []bool{true, false} {
+			d := NewFile(s, 8, nil, nil)
+			if err := d.Install(l, 0, []byte("abc")); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Replace(l, map[uint64]bool{0: keep}, 3); err != nil {
+				t.Fatal(err)
+			}
+			p := make([]byte, 3)
+			if err := d.ReadLocal(l, p, 0); err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]string{true: "abc", false: "\x00\x00\x00"}[keep]; string(p) != want || d.IsPresent(0) != keep {
+				t.Errorf("block 0 kept %v: inline bytes %q, present %v; want %q", keep, p, d.IsPresent(0), want)
+			}
+		}
+	})
+}

@@ -4,7 +4,8 @@
 //   - DB (kv.go): Badger behind an in-memory write-behind layer (the
 //     pending table, flushed a few milliseconds later as one transaction
 //     that keeps the commits' order) and a read cache of inode records and
-//     dentries, with transactions (Txn) that read through all three.
+//     dentries, with transactions (Txn) that read through all three, and
+//     batches of many writes (Batch, batch.go: a commit every so many).
 //   - The records (record.go): the key layout, the inode record (Inode) and
 //     its encoding, dentries, and the conversions between a record and a
 //     tree entry of the snapshot format.
