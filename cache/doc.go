@@ -23,8 +23,12 @@
 //     accounting, eviction policy and evict loop, chunk fetches (once for
 //     concurrent readers), making a block of an open file present (fetched
 //     without the file's lock, installed under it unless it changed
-//     meanwhile) and read-ahead in the background with its bound, the
-//     presence record's encoding, and data.File, an open file's local data
+//     meanwhile), a read of an open file (data.Fetcher.Read: its remote
+//     blocks fetched first, its data and origin files opened), the blocks
+//     a write or a truncation covers in part made local before the write's
+//     lock is taken (Fetcher.LockToWrite, LockToCut), read-ahead in the
+//     background with its bound, the presence record's encoding, and
+//     data.File, an open file's local data
 //     state (present blocks, local bytes, its origin file in the lower
 //     layer, its passthrough pins) with where each block's bytes come from
 //     (dirty or present, the store, the lower, a hole), reading and
@@ -108,9 +112,10 @@
 // (lookup, stat, readdir, xattrs: namespace.go), the lazy load of base
 // directories (load.go) and the writes of marks (marks.go); the open files
 // (file.go: node, its record and its data.File under one lock, which it
-// lends to data.Fetcher as a data.Held; of write-back and truncation what
-// needs the namespace: the record's dirty marks, size and times, its
-// persistence before bytes land; of passthrough, passthrough.go, the record's side:
+// lends to data.Fetcher as a data.Held; Read, Write and truncation as thin
+// calls of the Fetcher, and of write-back and truncation what needs the
+// namespace: the record's dirty marks, size and times, its persistence
+// before bytes land; of passthrough, passthrough.go, the record's side:
 // adopted blocks made dirty and their generations, a refilled file's
 // presence persisted), and the rest of the committer: a checkpoint's
 // phases, which files a capture reads, the freeze, a file held for the
@@ -161,5 +166,8 @@
 // node.mu (ns.Host.LockOpen) and then markMu (ns.Host.CommitMarked)
 // through its Host; cache/commit's Applier, run under Volume.mu, takes
 // node.mu (commit.Files.Hold) and markMu (Files.Update, Applier.Marks),
-// one file's lock at a time and markMu after it.
+// one file's lock at a time and markMu after it; data.Fetcher.Read takes
+// node.mu (through data.Held) and LockToWrite and LockToCut the lock the
+// facade gives them (dataLock: Volume.mu shared, then node.mu), never
+// while a chunk is fetched.
 package cache

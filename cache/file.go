@@ -381,81 +381,25 @@ func (v *Volume) blockRange(off, end uint64) (uint64, uint64) {
 
 // Read reads into buf from offset off of open file ino. It returns fewer
 // bytes only at the end of the file. Remote chunks are fetched (and kept in
-// the block cache); a chunk that cannot be fetched or verified is ErrIO.
+// the block cache: data.Fetcher.Read); a chunk that cannot be fetched or
+// verified is ErrIO. A read that begins where the last one ended starts
+// read-ahead after it.
 func (v *Volume) Read(ctx context.Context, ino uint64, buf []byte, off uint64) (int, error) {
 	n, err := v.openNode(ino)
 	if err != nil {
 		return 0, err
 	}
-	opened := false
-	for {
-		n.mu.RLock()
-		size := n.rec.Size
-		if off >= size || len(buf) == 0 {
-			n.mu.RUnlock()
-			return 0, nil
-		}
-		end := min(off+uint64(len(buf)), size)
-		first, last := v.blockRange(off, end)
-		l := n.Layout()
-		need, ok := uint64(0), false
-		for b := first; b <= last; b++ {
-			if n.d.Source(l, b) == data.Remote {
-				need, ok = b, true
-				break
-			}
-		}
-		if ok {
-			n.mu.RUnlock()
-			if err := ioErr(v.fetch.Block(ctx, n, need)); err != nil {
-				return 0, err
-			}
-			continue
-		}
-		needLower := false
-		for b := first; b <= last && !n.d.HasOrigin(); b++ {
-			needLower = needLower || n.d.Source(l, b) == data.Lower
-		}
-		if !opened && (n.d.NeedsData(l) || needLower) {
-			n.mu.RUnlock()
-			n.mu.Lock()
-			_, err := n.file(false)
-			if err == nil && needLower {
-				err = ioErr(n.d.OpenOrigin(ctx, n.Layout()))
-			}
-			n.mu.Unlock()
-			if err != nil {
-				return 0, err
-			}
-			opened = true
-			continue
-		}
-		cnt := int(end - off)
-		err := n.readRange(buf[:cnt], off)
-		n.mu.RUnlock()
-		if err != nil {
-			return 0, err
-		}
-		seq := n.d.NoteRead(v.ctx, off, end)
-		if seq && v.opts.ReadAhead > 0 {
-			v.fetch.ReadAhead(v.ctx, n, last+1, v.opts.ReadAhead)
-		}
-		return cnt, nil
+	cnt, err := v.fetch.Read(ctx, n, buf, off)
+	if err != nil || cnt == 0 {
+		return 0, ioErr(err)
 	}
-}
-
-// blockToCopy reports whether block b must be made local before part of
-// it is overwritten: a remote chunk, or a block of the lower layer
-// (copy-up). Caller holds n.mu.
-func (n *node) blockToCopy(b uint64) bool {
-	s := n.d.Source(n.Layout(), b)
-	return s == data.Remote || s == data.Lower
-}
-
-// readRange reads p at off from where each block's bytes are (remote
-// blocks must have been fetched). Caller holds n.mu.
-func (n *node) readRange(p []byte, off uint64) error {
-	return ioErr(n.d.ReadRange(n.Layout(), p, off))
+	end := off + uint64(cnt)
+	seq := n.d.NoteRead(v.ctx, off, end)
+	if seq && v.opts.ReadAhead > 0 {
+		_, last := v.blockRange(off, end)
+		v.fetch.ReadAhead(v.ctx, n, last+1, v.opts.ReadAhead)
+	}
+	return cnt, nil
 }
 
 // readLocal reads p at off from the local bytes; bytes not held read as
@@ -496,39 +440,18 @@ func (v *Volume) Write(ctx context.Context, ino uint64, data []byte, off uint64)
 	if err != nil {
 		return 0, err
 	}
-	first, last := v.blockRange(off, end)
-	for {
-		v.lockData(n)
-		// A partial write to a remote block needs its old bytes first.
-		need, ok := uint64(0), false
-		for b := first; b <= last; b++ {
-			if n.blockToCopy(b) && !v.covers(off, end, b, n.rec.Size) {
-				need, ok = b, true
-				break
-			}
-		}
-		if ok {
-			v.unlockData(n)
-			if err := ioErr(v.fetch.Block(ctx, n, need)); err != nil {
-				return 0, err
-			}
-			continue
-		}
-		err := v.writeLocked(n, data, off, first, last)
-		v.unlockData(n)
-		if err != nil {
-			return 0, err
-		}
-		return len(data), nil
+	// A partial write to a remote block needs its old bytes first.
+	lk := dataLock{v, n}
+	if err := ioErr(v.fetch.LockToWrite(ctx, n, lk, off, end)); err != nil {
+		return 0, err
 	}
-}
-
-// covers reports whether [off, end) overwrites every byte of block b that
-// the file (of size size) holds.
-func (v *Volume) covers(off, end, b, size uint64) bool {
-	start := b * v.chunkSize
-	stop := min(start+v.chunkSize, max(size, start))
-	return off <= start && end >= stop
+	first, last := v.blockRange(off, end)
+	err = v.writeLocked(n, data, off, first, last)
+	lk.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	return len(data), nil
 }
 
 // dirtyBlock makes block b dirty in n.rec; a clean cached copy stops
@@ -641,22 +564,16 @@ func (v *Volume) truncate(ctx context.Context, ino uint64, size uint64) error {
 	return v.truncateNode(ctx, n, size)
 }
 
+// truncateNode sets the size of open file n, once the block the new size
+// cuts in two is local (data.Fetcher.LockToCut).
 func (v *Volume) truncateNode(ctx context.Context, n *node, size uint64) error {
-	bs := v.chunkSize
-	for {
-		v.lockData(n)
-		old := n.rec.Size
-		if size < old && size%bs != 0 && n.blockToCopy(size/bs) {
-			v.unlockData(n)
-			if err := ioErr(v.fetch.Block(ctx, n, size/bs)); err != nil {
-				return err
-			}
-			continue
-		}
-		err := v.truncateLocked(n, size)
-		v.unlockData(n)
+	lk := dataLock{v, n}
+	if err := ioErr(v.fetch.LockToCut(ctx, n, lk, size)); err != nil {
 		return err
 	}
+	err := v.truncateLocked(n, size)
+	lk.Unlock()
+	return err
 }
 
 // lockData takes the locks under which an open file's blocks are dirtied
@@ -676,6 +593,16 @@ func (v *Volume) unlockData(n *node) {
 	n.mu.Unlock()
 	v.mu.RUnlock()
 }
+
+// dataLock is lockData and unlockData of one file as a sync.Locker, the
+// lock a data.Fetcher takes before a write or a truncation.
+type dataLock struct {
+	v *Volume
+	n *node
+}
+
+func (l dataLock) Lock()   { l.v.lockData(l.n) }
+func (l dataLock) Unlock() { l.v.unlockData(l.n) }
 
 // truncateLocked sets the size and persists. Caller holds n.mu exclusively
 // and has made a remote boundary block present.

@@ -3,7 +3,11 @@
 // eviction policy and evict loop of the block cache, the fetching of chunks
 // from the store (once for concurrent readers), making a block of an open
 // file present (Fetcher.Block: the chunk fetched without the file's lock,
-// installed under it unless the block changed meanwhile), read-ahead in
+// installed under it unless the block changed meanwhile), reading an open
+// file (Fetcher.Read: its remote blocks made present first, its data and
+// origin files opened as needed), making local, before a write or a
+// truncation, the blocks it covers in part (Fetcher.LockToWrite,
+// LockToCut, which return holding the writer's lock), read-ahead in
 // the background with a bound on the fetches at once (Fetcher.ReadAhead),
 // the encoding of a file's presence record (which clean blocks it holds),
 // and File, one open file's local data state: its present blocks, its local
@@ -37,8 +41,9 @@
 // Cache.mu is a leaf: nothing is acquired while it is held, and the Evictor
 // is never called with it held. A File has no lock of its own: the caller
 // guards it with the lock of the file's record (cache's node.mu), which
-// Fetcher.Block takes itself through Held (never while fetching a chunk),
-// as does a read-ahead fetch, whose end (Held.Release) may close the file
+// Fetcher.Block and Fetcher.Read take themselves through Held (never while
+// fetching a chunk; LockToWrite and LockToCut take the lock their caller
+// gives them, which takes the file's), as does a read-ahead fetch, whose end (Held.Release) may close the file
 // (in cache: Volume.mu, then node.mu). File.NoteRead may evict in its
 // caller (Cache.Access), who holds no lock.
 package data

@@ -124,6 +124,89 @@ func (f *Fetcher) Block(ctx context.Context, h Held, b uint64) error {
 	return h.Data().InstallChunk(h.Layout(), b, ref, p)
 }
 
+// Read reads p at off from open file h, each block from where its bytes
+// are (File.ReadRange), and returns how many bytes it read: fewer than
+// len(p) only at the end of the file. Remote blocks are made present
+// first (Block, without h's lock), and the data file and the origin file
+// are opened, under h's lock held exclusively, if the blocks read need
+// them; then the bytes are read under h's lock held shared, with no
+// block remote. The caller holds no lock of h. Errors are Block's, the
+// data file's and the origin's (wrapping ErrOrigin).
+func (f *Fetcher) Read(ctx context.Context, h Held, p []byte, off uint64) (int, error) {
+	opened := false
+	for {
+		h.RLock()
+		l, d := h.Layout(), h.Data()
+		if off >= l.Size() || len(p) == 0 {
+			h.RUnlock()
+			return 0, nil
+		}
+		end := min(off+uint64(len(p)), l.Size())
+		if b, ok := d.firstFrom(l, off, end, Remote); ok {
+			h.RUnlock()
+			if err := f.Block(ctx, h, b); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		_, lower := d.firstFrom(l, off, end, Lower)
+		lower = lower && !d.HasOrigin()
+		if !opened && (d.NeedsData(l) || lower) {
+			h.RUnlock()
+			h.Lock()
+			err := h.Data().open(ctx, h.Layout(), lower)
+			h.Unlock()
+			if err != nil {
+				return 0, err
+			}
+			opened = true
+			continue
+		}
+		n := int(end - off)
+		err := d.ReadRange(l, p[:n], off)
+		h.RUnlock()
+		if err != nil {
+			return 0, err
+		}
+		return n, nil
+	}
+}
+
+// LockToWrite takes lock, the lock under which h's blocks are written
+// (h's own, or one that takes it after others), once no block that a
+// write of [off, end) covers only in part (not every byte of it within
+// the file) is remote or still in the lower layer: each such block is
+// made present first (Block: its chunk fetched, or copied up), with lock
+// released, and the blocks are looked at again. It returns with lock
+// held, or with an error (Block's) and lock released. The caller holds
+// no lock of h.
+func (f *Fetcher) LockToWrite(ctx context.Context, h Held, lock sync.Locker, off, end uint64) error {
+	return f.lockFetched(ctx, h, lock, func(l Layout, d *File) (uint64, bool) { return d.partial(l, off, end) })
+}
+
+// LockToCut is LockToWrite for a truncation to size: the block that size
+// cuts in two, if the file is longer, is made present first (what a write
+// of [size, the file's end) covers only in part).
+func (f *Fetcher) LockToCut(ctx context.Context, h Held, lock sync.Locker, size uint64) error {
+	return f.lockFetched(ctx, h, lock, func(l Layout, d *File) (uint64, bool) { return d.partial(l, size, l.Size()) })
+}
+
+// lockFetched takes lock once need, asked under it, names no block: each
+// block it names is made present (Block) with lock released first.
+func (f *Fetcher) lockFetched(ctx context.Context, h Held, lock sync.Locker, need func(Layout, *File) (uint64, bool)) error {
+	for {
+		lock.Lock()
+		b, ok := need(h.Layout(), h.Data())
+		if !ok {
+			return nil
+		}
+		lock.Unlock()
+		if err := f.Block(ctx, h, b); err != nil {
+			return err
+		}
+	}
+}
+
 // ReadAhead fetches, in the background, the remote blocks among the count
 // blocks of open file h from b on (File.RemoteFrom), each with Block and
 // each holding h open (Held.Hold) until it is done. It starts no more than

@@ -691,6 +691,55 @@ func (d *File) NoteRead(ctx context.Context, off, end uint64) bool {
 	return seq
 }
 
+// firstFrom returns the first block of [off, end) whose bytes come from
+// src; false if none does (or end <= off).
+func (d *File) firstFrom(l Layout, off, end uint64, src Source) (uint64, bool) {
+	if end <= off {
+		return 0, false
+	}
+	for b := off / d.bs; b <= (end-1)/d.bs; b++ {
+		if d.Source(l, b) == src {
+			return b, true
+		}
+	}
+	return 0, false
+}
+
+// partial returns the first block that a write of [off, end) covers only
+// in part (not every byte of it within the file) and that must be made
+// present before: remote (its old bytes are fetched), or still in the
+// lower layer (copied up); false if there is none (or end <= off). A
+// truncation to size is a write of [size, the file's end): the block it
+// cuts in two.
+func (d *File) partial(l Layout, off, end uint64) (uint64, bool) {
+	if end <= off {
+		return 0, false
+	}
+	for b := off / d.bs; b <= (end-1)/d.bs; b++ {
+		if s := d.Source(l, b); (s == Remote || s == Lower) && !d.covers(off, end, b, l.Size()) {
+			return b, true
+		}
+	}
+	return 0, false
+}
+
+// covers reports whether [off, end) overwrites every byte of block b that
+// a file of size size holds.
+func (d *File) covers(off, end, b, size uint64) bool {
+	start := b * d.bs
+	stop := min(start+d.bs, max(size, start))
+	return off <= start && end >= stop
+}
+
+// open opens the data file if it exists and, with origin, the origin
+// file (OpenOrigin).
+func (d *File) open(ctx context.Context, l Layout, origin bool) error {
+	if _, err := d.OpenData(false); err != nil || !origin {
+		return err
+	}
+	return d.OpenOrigin(ctx, l)
+}
+
 // RemoteFrom returns the remote blocks among the n blocks from b on (within
 // the file): what read-ahead fetches.
 func (d *File) RemoteFrom(l Layout, b uint64, n int) []uint64 {
