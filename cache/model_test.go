@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path"
 	"slices"
 	"sort"
@@ -97,13 +99,77 @@ func (m *model) linkCount(f *mfile) int {
 func isUnder(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 
 type harness struct {
-	t   *testing.T
-	url string
-	dir string
-	v   *Volume
-	r   *Volume // a read-only follower, moved to the head after each sync
-	m   *model
-	ctx context.Context
+	t    *testing.T
+	url  string
+	dir  string
+	v    *Volume
+	r    *Volume // a read-only follower, moved to the head after each sync
+	m    *model
+	ctx  context.Context
+	pins []pinned // files of v pinned for passthrough, held open across steps
+}
+
+// pinned is a file pinned for passthrough (Volume.PinLocal): the open
+// inode, its model file and the descriptor of its data file that the
+// kernel would read.
+type pinned struct {
+	ino uint64
+	f   *mfile
+	fd  *os.File
+}
+
+// pin opens the file at p, reads it whole (which makes every block local)
+// and pins it; an inline file does not pin (nothing is kept).
+func (h *harness) pin(rt *rapid.T, p string) {
+	mf, _ := h.m.resolve(p)
+	a, _ := h.lookupPath(p)
+	if _, err := h.v.Open(h.ctx, a.Ino, false); err != nil {
+		rt.Fatalf("open %s: %v", p, err)
+	}
+	buf := make([]byte, len(mf.data)+1)
+	n, err := h.v.Read(h.ctx, a.Ino, buf, 0)
+	if err != nil || !bytes.Equal(buf[:n], mf.data) {
+		rt.Fatalf("read %s before pinning: %d bytes, %v; want the model's %d", p, n, err, len(mf.data))
+	}
+	fd, err := h.v.PinLocal(a.Ino, false, false)
+	if err != nil || fd == nil {
+		_ = h.v.Release(h.ctx, a.Ino)
+		if err != nil {
+			rt.Fatalf("pin %s: %v", p, err)
+		}
+		return
+	}
+	h.pins = append(h.pins, pinned{ino: a.Ino, f: mf, fd: fd})
+}
+
+// unpin undoes pin i.
+func (h *harness) unpin(rt *rapid.T, i int) {
+	pn := h.pins[i]
+	h.pins = slices.Delete(h.pins, i, i+1)
+	h.v.Unpin(pn.ino)
+	_ = pn.fd.Close()
+	if err := h.v.Release(h.ctx, pn.ino); err != nil {
+		rt.Fatalf("release pinned inode %d: %v", pn.ino, err)
+	}
+}
+
+// checkPins checks what the kernel would read through each pinned data
+// file: the file's whole content, at its size (an unlinked file keeps its
+// last content).
+func (h *harness) checkPins(rt *rapid.T) {
+	for _, pn := range h.pins {
+		st, err := pn.fd.Stat()
+		if err != nil {
+			rt.Fatal(err)
+		}
+		got := make([]byte, st.Size())
+		if _, err := pn.fd.ReadAt(got, 0); err != nil && !errors.Is(err, io.EOF) {
+			rt.Fatal(err)
+		}
+		if !bytes.Equal(got, pn.f.data) {
+			rt.Fatalf("pinned inode %d: its data file holds %d bytes that differ from the model's %d", pn.ino, len(got), len(pn.f.data))
+		}
+	}
 }
 
 func (h *harness) lookupPath(p string) (Attr, error) { return lookupIn(h.ctx, h.v, p) }
@@ -212,7 +278,10 @@ func (h *harness) checkVol(rt *rapid.T, v *Volume) {
 	}
 }
 
-func (h *harness) reopen(fresh bool) {
+func (h *harness) reopen(rt *rapid.T, fresh bool) {
+	for len(h.pins) > 0 {
+		h.unpin(rt, 0)
+	}
 	if err := h.v.Close(h.ctx); err != nil {
 		h.t.Fatalf("close: %v", err)
 	}
@@ -299,7 +368,7 @@ func runModel(t *testing.T, checks int, newURL func() string, cfg ...func(*snaps
 			}
 		}
 		rt.Repeat(map[string]func(*rapid.T){
-			"": func(rt *rapid.T) { h.check(rt) },
+			"": func(rt *rapid.T) { h.check(rt); h.checkPins(rt) },
 			"create": func(rt *rapid.T) {
 				dir := dirPath(rt, "dir")
 				name := names.Draw(rt, "name")
@@ -507,10 +576,17 @@ func runModel(t *testing.T, checks int, newURL func() string, cfg ...func(*snaps
 				}
 				h.checkVol(rt, h.r)
 			},
-			"reopen": func(rt *rapid.T) { h.reopen(false) },
-			"fresh":  func(rt *rapid.T) { h.reopen(true) },
+			"pin": func(rt *rapid.T) { h.pin(rt, filePath(rt)) },
+			"unpin": func(rt *rapid.T) {
+				if len(h.pins) == 0 {
+					rt.Skip("nothing pinned")
+				}
+				h.unpin(rt, rapid.IntRange(0, len(h.pins)-1).Draw(rt, "pin"))
+			},
+			"reopen": func(rt *rapid.T) { h.reopen(rt, false) },
+			"fresh":  func(rt *rapid.T) { h.reopen(rt, true) },
 		})
-		h.reopen(true)
+		h.reopen(rt, true)
 		h.check(rt)
 		if err := h.v.Close(h.ctx); err != nil {
 			rt.Fatalf("close: %v", err)
