@@ -219,7 +219,10 @@ func (l live) UpdateFile(ctx context.Context, ino uint64, e *snapshot.Entry) (bo
 				return err
 			}
 		}
-		return records{txn}.SetPresence(ino, d.PresenceRecord())
+		// The presence as Replace left it and, for an inline file whose
+		// block 0 stays, its bytes, which a fetch may have installed
+		// without storing them yet (a presence listing block 0 needs them).
+		return d.Persist(layout{r}, records{txn})
 	})
 	if err != nil {
 		return false, err
