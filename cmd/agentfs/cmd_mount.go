@@ -412,6 +412,9 @@ func blobDisplay(url string) string {
 // serveMount serves the mount t with the options f (mountd.Serve) until
 // it is gone; ready is called once it is usable.
 func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logger, ready func(control.Info)) error {
+	if err := undumpable(); err != nil {
+		return err
+	}
 	if f.pprof != "" {
 		startPprof(f.pprof, lg)
 	}

@@ -56,7 +56,9 @@ least recently used goes first). The daemon's records, tokens and mounts live
 in --state-dir. An encrypted --store opens with --key-file, AGENTFS_KEY or
 AGENTFS_PASSPHRASE; the daemon reads AGENTFS_TOKEN, AGENTFS_KEY and
 AGENTFS_PASSPHRASE at start and removes them from its environment, so the
-commands it runs never see them.
+commands it runs do not inherit them; the daemon and its mount servers are
+not dumpable, so the user's other processes cannot read them from
+/proc/PID/environ or memory either (a command run as root still can).
 
 Every request but GET /healthz needs "Authorization: Bearer TOKEN": the admin
 token, from --token-file or AGENTFS_TOKEN, or else generated on first start
@@ -118,6 +120,9 @@ func runServe(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 		return fmt.Errorf("--log-level %q: %w", f.logLevel, err)
 	}
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+	if err := undumpable(); err != nil {
+		return err
+	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return errors.New("--tls-cert and --tls-key go together")
 	}
