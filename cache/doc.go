@@ -125,7 +125,11 @@
 //
 // The namespace lock (Volume.mu) stays one lock after the split, for these
 // reasons. Every namespace change (ns.Change) runs whole under it,
-// exclusively, and lookups and stats take it shared. meta.Txn detects no
+// exclusively, and lookups and stats take it shared, as do writes,
+// truncations and adoptions of file data (lockData: Volume.mu shared, then
+// node.mu), so that a checkpoint's freeze, which holds it exclusively, is a
+// cut no data write crosses (TestCheckpointWhileWriting,
+// TestCheckpointSizeMatchesChunk). meta.Txn detects no
 // conflicts (the write-behind layer commits without checking), so two
 // changes that may touch one key must be ordered by a lock of the engine,
 // and a change's

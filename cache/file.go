@@ -455,15 +455,18 @@ func (v *Volume) Write(ctx context.Context, ino uint64, data []byte, off uint64)
 }
 
 // dirtyBlock makes block b dirty in n.rec; a clean cached copy stops
-// counting as cache. Caller holds n.mu exclusively and persists.
+// counting as cache. Caller holds n.mu exclusively, and Volume.mu (shared
+// through lockData, or exclusively), so that no checkpoint freezes between
+// the mark and the bytes; and persists.
 func (v *Volume) dirtyBlock(n *node, b uint64) {
 	n.rec.AddDirty(b)
 	n.d.Unpresent(b, n.rec.Size)
 	n.memDirty = true
 }
 
-// writeLocked writes data at off. Caller holds n.mu exclusively and has made
-// every partially written remote block present.
+// writeLocked writes data at off. Caller holds lockData(n) (Volume.mu
+// shared, n.mu exclusively) and has made every partially written remote
+// block present.
 //
 // Inline files change in memory only (persisted with their record at
 // close, fsync or checkpoint). For data files, a block's dirty mark is
@@ -604,8 +607,9 @@ type dataLock struct {
 func (l dataLock) Lock()   { l.v.lockData(l.n) }
 func (l dataLock) Unlock() { l.v.unlockData(l.n) }
 
-// truncateLocked sets the size and persists. Caller holds n.mu exclusively
-// and has made a remote boundary block present.
+// truncateLocked sets the size and persists. Caller holds lockData(n)
+// (Volume.mu shared, n.mu exclusively) and has made a remote boundary
+// block present.
 func (v *Volume) truncateLocked(n *node, size uint64) error {
 	bs := v.chunkSize
 	if n.rec.Inline && size > v.inlineMax {

@@ -105,7 +105,7 @@ type Volume struct {
 	now       func() time.Time
 
 	cpMu sync.Mutex   // serializes checkpoints
-	mu   sync.RWMutex // the namespace: exclusive for changes, shared for reads
+	mu   sync.RWMutex // the namespace: exclusive for changes (and a checkpoint's freeze), shared for reads and data writes (lockData)
 
 	nodesMu sync.Mutex
 	nodes   map[uint64]*node // guarded by nodesMu
