@@ -60,7 +60,10 @@
 //     (ns.Change: one transaction, records read through it and installed
 //     at its commit, its tree marks and dirty-set delta) and the record
 //     logic of create, link, remove (dropName: orphans, deletion), rename,
-//     attributes and extended attributes. It reaches the engine through
+//     attributes and extended attributes, and the records a base
+//     directory's lazy load writes (ns.Namespace.ToLoad and InstallDir:
+//     the stale keys of an interrupted load removed, a hard-link group's
+//     names, the Loaded flag last). It reaches the engine through
 //     ns.Host (nsHost in namespace.go: open files' records under node.mu,
 //     the lower's Mod flag, inode numbers, the clock, the commit of marks
 //     under markMu, a deleted inode's data) and runs with Volume.mu held;
@@ -109,8 +112,10 @@
 // it and copies up its blocks.
 //
 // Still here: of the namespace, the facade's methods and the reads
-// (lookup, stat, readdir, xattrs: namespace.go), the lazy load of base
-// directories (load.go) and the writes of marks (marks.go); the open files
+// (lookup, stat, readdir, xattrs: namespace.go), of the lazy load of base
+// directories the reading of a tree (from the store or the lower), once
+// for concurrent callers, and its locking (load.go), and the writes of
+// marks (marks.go); the open files
 // (file.go: node, its record and its data.File under one lock, which it
 // lends to data.Fetcher as a data.Held; Read, Write and truncation as thin
 // calls of the Fetcher, and of write-back and truncation what needs the

@@ -114,7 +114,7 @@ type live struct{ v *Volume }
 func (l live) AllocIno() (uint64, error) { return l.v.allocIno() }
 
 func (l live) Record(ino uint64) (*meta.Inode, bool, error) {
-	r, err := l.v.peekInode(ino)
+	r, err := l.v.names.Stored(ino)
 	if errors.Is(err, ErrNotFound) {
 		return nil, false, nil
 	}

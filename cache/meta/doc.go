@@ -15,9 +15,9 @@
 //
 // It is named after what it holds: the cache directory's metadata
 // database ("meta" on disk) and its records. The namespace changes
-// themselves (create, link, remove, rename, attributes) are cache/ns's, on
-// top of this package; lookups and the lazy load of base directories run
-// in package cache, under its namespace lock. It knows nothing of data files, of the blob store
+// themselves (create, link, remove, rename, attributes, a base
+// directory's load) are cache/ns's, on top of this package; lookups run in
+// package cache, under its namespace lock. It knows nothing of data files, of the blob store
 // or of the engine's locks, and never imports package cache or cache/data;
 // of package snapshot it uses only the tree-entry types and their encoding.
 //

@@ -23,7 +23,10 @@
 // cache/commit.
 //
 // A change on a directory of the base commit that is not loaded yet fails
-// with *NotLoadedError; the caller loads it and retries.
+// with *NotLoadedError; the caller loads it and retries. Loading
+// (Namespace.ToLoad, then InstallDir) writes the records of the
+// directory's entries, which the caller read from the directory's tree or
+// the lower layer's listing: this package reads no tree.
 //
 // Errors are this package's kinds (ErrNotFound, ...); package cache
 // returns them under the same names.

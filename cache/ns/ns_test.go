@@ -46,7 +46,7 @@ func (h *fakeHost) CommitMarked(txn *meta.Txn, d *meta.Delta, dirs map[uint64]bo
 // newNS returns a namespace with an empty loaded root.
 func newNS(t *testing.T) (*Namespace, *meta.DB, *fakeHost) {
 	t.Helper()
-	bdb, err := badger.Open(badger.DefaultOptions(t.TempDir()).WithLogger(nil).WithDetectConflicts(false))
+	bdb, err := badger.Open(badger.DefaultOptions("").WithInMemory(true).WithLogger(nil).WithDetectConflicts(false))
 	if err != nil {
 		t.Fatal(err)
 	}
