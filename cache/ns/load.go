@@ -108,8 +108,11 @@ func (s *Namespace) InstallDir(w Writer, ino uint64, tree snapshot.BlobRef, entr
 		if err != nil {
 			return err
 		}
-		w.Set(meta.Key64(meta.PrefixInode, child), meta.EncodeInode(meta.InodeFromEntry(child, ino, e, inlineMax)))
+		// The dentry first: a load cut between the two leaves a dentry
+		// naming no record, which the next load removes (staleKeys), and
+		// not a record that no dentry names, which nothing would.
 		w.Set(meta.DentryKey(ino, e.Name), meta.DentryValue(child, e.Type))
+		w.Set(meta.Key64(meta.PrefixInode, child), meta.EncodeInode(meta.InodeFromEntry(child, ino, e, inlineMax)))
 	}
 	rec.Loaded = true
 	w.Set(meta.Key64(meta.PrefixInode, ino), meta.EncodeInode(rec))
@@ -117,21 +120,25 @@ func (s *Namespace) InstallDir(w Writer, ino uint64, tree snapshot.BlobRef, entr
 }
 
 // staleKeys returns the keys an interrupted load of directory ino left:
-// its dentries, then the records of their inodes that are its own (not a
-// hard-link group's).
+// for each of its dentries the record of its inode if that is the
+// directory's own (not a hard-link group's), then the dentry. In that
+// order a cleanup cut midway leaves a dentry naming no record, which the
+// next load removes, and not a record that no dentry names.
 func staleKeys(txn *meta.Txn, ino uint64) [][]byte {
-	var keys [][]byte
+	var dentries [][]byte
 	var inos []uint64
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: meta.DentryPrefix(ino), PrefetchValues: true})
 	for it.Rewind(); it.Valid(); it.Next() {
-		keys = append(keys, it.Item().KeyCopy(nil))
+		dentries = append(dentries, it.Item().KeyCopy(nil))
 		_ = it.Item().Value(func(b []byte) error { inos = append(inos, meta.U64(b)); return nil })
 	}
 	it.Close()
-	for _, c := range inos {
+	var keys [][]byte
+	for i, c := range inos {
 		if r, err := ReadInode(txn, c); err == nil && r.Parent == ino && r.LinkID == 0 {
 			keys = append(keys, meta.Key64(meta.PrefixInode, c))
 		}
+		keys = append(keys, dentries[i])
 	}
 	return keys
 }

@@ -9,18 +9,20 @@ import (
 )
 
 // testWriter is a Writer that commits each write at once; after limit
-// writes (if limit >= 0) it drops the rest, as a crash would, and its
+// writes (if limit >= 0) it drops the rest, as a crash would, and then its
 // Flush fails.
 type testWriter struct {
-	db     *meta.DB
-	limit  int
-	writes int
+	db      *meta.DB
+	limit   int
+	writes  int
+	dropped bool
 }
 
 var errCrash = errors.New("crash")
 
 func (w *testWriter) op(fn func(*meta.Txn) error) {
 	if w.limit >= 0 && w.writes >= w.limit {
+		w.dropped = true
 		return
 	}
 	w.writes++
@@ -33,7 +35,7 @@ func (w *testWriter) Set(k, v []byte) { w.op(func(txn *meta.Txn) error { return 
 func (w *testWriter) Delete(k []byte) { w.op(func(txn *meta.Txn) error { return txn.Delete(k) }) }
 
 func (w *testWriter) Flush() error {
-	if w.limit >= 0 && w.writes >= w.limit {
+	if w.dropped {
 		return errCrash
 	}
 	return nil
@@ -163,27 +165,40 @@ func TestInstallDir(t *testing.T) {
 	}
 }
 
-// TestInstallDirInterrupted: a load that stopped midway (every prefix of
-// its writes) leaves the directory unloaded, and the next load removes
-// what it left and installs the directory as if it had not run.
+// TestInstallDirInterrupted: a load that stopped midway (after any
+// prefix of its writes), and then possibly the next one too, leaves the
+// directory unloaded, and the load after them removes what they left and
+// installs the directory as if they had not run, leaving no record
+// behind.
 func TestInstallDirInterrupted(t *testing.T) {
 	tree := snapshot.BlobRef{Hash: snapshot.Hash{1}}
 	const writes = 8 // 3 entries with a record and a dentry, 1 group name, the directory
-	for limit := 1; limit < writes; limit++ {
-		s, db, h := newNS(t)
-		group := linkGroup(t, db, h)
-		dir := baseDir(t, s, db, h, tree, 3)
-		err := s.InstallDir(&testWriter{db: db, limit: limit}, dir, tree, testEntries(), false, 64<<10)
-		if !errors.Is(err, errCrash) {
-			t.Fatalf("crash after %d writes: %v", limit, err)
+	for first := 1; first < writes; first++ {
+		for _, second := range []int{0, 1, 2, 3, 6, 9} { // 0: no second crash; up to 7 stale keys
+			s, db, h := newNS(t)
+			group := linkGroup(t, db, h)
+			dir := baseDir(t, s, db, h, tree, 3)
+			for _, limit := range []int{first, second} {
+				if limit == 0 {
+					continue
+				}
+				err := s.InstallDir(&testWriter{db: db, limit: limit}, dir, tree, testEntries(), false, 64<<10)
+				if errors.Is(err, errCrash) {
+					if r, err := s.ToLoad(dir); err != nil || r == nil {
+						t.Fatalf("crash after %d, %d writes: ToLoad %+v, %v; want the directory still to load", first, second, r, err)
+					}
+				} else if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.InstallDir(&testWriter{db: db, limit: -1}, dir, tree, testEntries(), false, 64<<10); err != nil {
+				t.Fatal(err)
+			}
+			checkLoaded(t, s, db, h, dir, group, 3)
+			if n := records(t, db); n != 6 {
+				t.Errorf("crash after %d, then %d writes, then a load: %d records, want 6 (root, group, base, d, f, s)", first, second, n)
+			}
 		}
-		if r, err := s.ToLoad(dir); err != nil || r == nil {
-			t.Fatalf("crash after %d writes: ToLoad %+v, %v; want the directory still to load", limit, r, err)
-		}
-		if err := s.InstallDir(&testWriter{db: db, limit: -1}, dir, tree, testEntries(), false, 64<<10); err != nil {
-			t.Fatal(err)
-		}
-		checkLoaded(t, s, db, h, dir, group, 3)
 	}
 }
 
