@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentfs/agentfs/cache/data"
 	"github.com/agentfs/agentfs/cache/meta"
+	"github.com/agentfs/agentfs/cache/ns"
 )
 
 // This file is the namespace's half of the block cache: the accounting,
@@ -29,7 +30,7 @@ func (v *Volume) loadBlockCache() error {
 			if err := it.Item().Value(func(b []byte) error { present = data.DecodePresence(b); return nil }); err != nil {
 				return err
 			}
-			r, err := readInode(txn, ino)
+			r, err := ns.ReadInode(txn, ino)
 			if errors.Is(err, ErrNotFound) {
 				continue
 			}
@@ -92,7 +93,7 @@ func (e fileEvictor) closed(ino uint64) error {
 	var present []uint64
 	held := false
 	err := v.db.View(func(txn *meta.Txn) error {
-		r, err := readInode(txn, ino)
+		r, err := ns.ReadInode(txn, ino)
 		if err != nil {
 			return err
 		}

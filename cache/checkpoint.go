@@ -9,6 +9,7 @@ import (
 	"github.com/agentfs/agentfs/cache/commit"
 	"github.com/agentfs/agentfs/cache/data"
 	"github.com/agentfs/agentfs/cache/meta"
+	"github.com/agentfs/agentfs/cache/ns"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -402,7 +403,7 @@ func (v *Volume) recOf(txn *meta.Txn, ino uint64) (*meta.Inode, bool, error) {
 		defer n.mu.RUnlock()
 		return n.rec.Clone(), true, nil
 	}
-	r, err := readInode(txn, ino)
+	r, err := ns.ReadInode(txn, ino)
 	if errors.Is(err, ErrNotFound) {
 		return nil, false, nil
 	}
@@ -454,7 +455,7 @@ func (v *Volume) holdFile(ino uint64) (heldFile, bool, error) {
 	}
 	var n *node
 	err := v.db.View(func(txn *meta.Txn) error {
-		r, err := readInode(txn, ino)
+		r, err := ns.ReadInode(txn, ino)
 		if err != nil {
 			return err
 		}

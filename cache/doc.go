@@ -63,11 +63,14 @@
 //     attributes and extended attributes, and the records a base
 //     directory's lazy load writes (ns.Namespace.ToLoad and InstallDir:
 //     the stale keys of an interrupted load removed, a hard-link group's
-//     names, the Loaded flag last). It reaches the engine through
-//     ns.Host (nsHost in namespace.go: open files' records under node.mu,
-//     the lower's Mod flag, inode numbers, the clock, the commit of marks
-//     under markMu, a deleted inode's data) and runs with Volume.mu held;
-//     a base directory not loaded yet is an ns.NotLoadedError, which the
+//     names, the Loaded flag last), and the reads: lookup, stat (ns.Attr,
+//     the stat view of a record), readlink, readdir, extended attributes
+//     and the free inodes of statfs, an open file's record read from
+//     memory. It reaches the engine through ns.Host (nsHost in
+//     namespace.go: open files' records under node.mu, the lower's Mod
+//     flag, inode numbers, the clock, the commit of marks under markMu, a
+//     deleted inode's data) and runs with Volume.mu held (shared by the
+//     reads); a base directory not loaded yet is an ns.NotLoadedError, which the
 //     facade loads and retries (retryLoad). The namespace's error kinds
 //     are its own; this package returns them under the same names.
 //   - cache/commit, the committer, so far the parts of a checkpoint that
@@ -111,8 +114,10 @@
 // (data.Origins, in data.Sources): data.File opens a file's origin, reads
 // it and copies up its blocks.
 //
-// Still here: of the namespace, the facade's methods and the reads
-// (lookup, stat, readdir, xattrs: namespace.go), of the lazy load of base
+// Still here: of the namespace, the facade's methods (namespace.go: one
+// per operation, which checks what fs/ passes, takes Volume.mu and calls
+// ns; a read of a directory not loaded yet loads it and retries), of the
+// lazy load of base
 // directories the reading of a tree (from the store or the lower), once
 // for concurrent callers, and its locking (load.go), and the writes of
 // marks (marks.go); the open files

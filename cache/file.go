@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentfs/agentfs/cache/data"
 	"github.com/agentfs/agentfs/cache/meta"
+	"github.com/agentfs/agentfs/cache/ns"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -125,7 +126,7 @@ func (v *Volume) openCount(ino uint64) int {
 // loadNode reads the state of regular file ino from the database into a
 // new node that is not registered.
 func (v *Volume) loadNode(txn *meta.Txn, ino uint64) (*node, error) {
-	r, err := readInode(txn, ino)
+	r, err := ns.ReadInode(txn, ino)
 	if err != nil {
 		return nil, err
 	}
@@ -351,7 +352,7 @@ func (v *Volume) Open(ctx context.Context, ino uint64, truncate bool) (Attr, err
 		}
 	}
 	n.mu.RLock()
-	a := recordAttr(n.rec)
+	a := ns.AttrOf(n.rec)
 	n.mu.RUnlock()
 	return a, nil
 }

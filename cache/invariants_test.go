@@ -131,7 +131,7 @@ func (v *Volume) checkClosedFiles() error {
 
 // checkClosedFile checks closed file ino's records (see checkClosedFiles).
 func (v *Volume) checkClosedFile(txn *meta.Txn, ino uint64) error {
-	r, err := readInode(txn, ino)
+	r, err := ns.ReadInode(txn, ino)
 	if err != nil {
 		present, _, _ := data.StoredPresence(records{txn}, ino)
 		return fmt.Errorf("a presence record %v without its inode: %w", present, err)
@@ -158,7 +158,7 @@ func (v *Volume) blockDirty(ino, b uint64) (bool, error) {
 	}
 	var dirty bool
 	err := v.db.View(func(txn *meta.Txn) error {
-		r, err := readInode(txn, ino)
+		r, err := ns.ReadInode(txn, ino)
 		if err == nil {
 			dirty = r.IsDirty(b)
 		}

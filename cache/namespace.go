@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
-	"github.com/dgraph-io/badger/v4"
 	"golang.org/x/sys/unix"
 
 	"github.com/agentfs/agentfs/cache/meta"
@@ -14,8 +12,10 @@ import (
 	"github.com/agentfs/agentfs/snapshot"
 )
 
-// The facade's side of a namespace change (ns.Change): it runs under v.mu
-// held exclusively; the namespace (v.names) reaches back through nsHost.
+// The facade's side of the namespace (v.names, cache/ns): one method per
+// operation, which takes the namespace lock (v.mu; exclusively for a
+// change, ns.Change, shared for a read) and calls ns; the namespace
+// reaches back through nsHost.
 
 // change runs fn as one namespace change.
 func (v *Volume) change(fn func(c *ns.Change) error) error {
@@ -30,7 +30,7 @@ func (v *Volume) change(fn func(c *ns.Change) error) error {
 	return v.names.Change(fn)
 }
 
-// nsHost is what the engine supplies to namespace changes (ns.Host).
+// nsHost is what the engine supplies to the namespace (ns.Host).
 type nsHost struct{ v *Volume }
 
 func (h nsHost) LockOpen(ino uint64) ns.OpenFile {
@@ -40,6 +40,17 @@ func (h nsHost) LockOpen(ino uint64) ns.OpenFile {
 	}
 	n.mu.Lock()
 	return nsFile{n}
+}
+
+func (h nsHost) ViewOpen(ino uint64, fn func(*meta.Inode)) bool {
+	n := h.v.lookupNode(ino)
+	if n == nil {
+		return false
+	}
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	fn(n.rec)
+	return true
 }
 
 func (h nsHost) OpenCount(ino uint64) int  { return h.v.openCount(ino) }
@@ -64,9 +75,6 @@ func (f nsFile) Record() *meta.Inode   { return f.n.rec }
 func (f nsFile) Install(r *meta.Inode) { f.n.rec = r }
 func (f nsFile) Unlock()               { f.n.mu.Unlock() }
 
-// readInode is ns.ReadInode, under the name the engine's files use.
-var readInode = ns.ReadInode
-
 // retryLoad runs fn, loading the directory it reports as not loaded
 // (*ns.NotLoadedError) and retrying, a few times. Directories are not
 // loaded up front: almost always they are, and checking costs a database
@@ -85,93 +93,31 @@ func (v *Volume) retryLoad(ctx context.Context, fn func() error) error {
 	return fmt.Errorf("directory keeps unloading: %w", ErrIO)
 }
 
-// Lookup returns the attributes of the entry name in directory parent.
-func (v *Volume) Lookup(ctx context.Context, parent uint64, name string) (Attr, error) {
-	if len(name) > MaxNameLen {
-		return Attr{}, ErrNameTooLong
-	}
-	var a Attr
-	err := v.retryLoad(ctx, func() error {
-		var err error
-		a, err = v.lookupLoaded(parent, name)
-		return err
-	})
-	return a, err
-}
-
-// lookupLoaded is Lookup in one database transaction, for a parent that
-// is loaded; *ns.NotLoadedError otherwise.
-func (v *Volume) lookupLoaded(parent uint64, name string) (Attr, error) {
+// shared runs read fn with the namespace lock held shared.
+func shared[T any](v *Volume, fn func() (T, error)) (T, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
+	return fn()
+}
+
+// Lookup returns the attributes of the entry name in directory parent.
+func (v *Volume) Lookup(ctx context.Context, parent uint64, name string) (Attr, error) {
 	var a Attr
-	err := v.db.View(func(txn *meta.Txn) error {
-		dir, err := readInode(txn, parent)
-		if err != nil {
-			return err
-		}
-		if dir.Type != snapshot.TypeDir {
-			return ErrNotDir
-		}
-		if !dir.Loaded {
-			return &ns.NotLoadedError{Ino: parent}
-		}
-		ino, _, err := ns.GetDentry(txn, parent, name)
-		if err != nil {
-			return err
-		}
-		a, err = v.attrOf(txn, ino)
+	err := v.retryLoad(ctx, func() (err error) {
+		a, err = shared(v, func() (Attr, error) { return v.names.Lookup(parent, name) })
 		return err
 	})
 	return a, err
-}
-
-// attrOf returns the current attributes of ino: an open file's in-memory
-// record, or the stored one.
-func (v *Volume) attrOf(txn *meta.Txn, ino uint64) (Attr, error) {
-	if n := v.lookupNode(ino); n != nil {
-		n.mu.RLock()
-		a := recordAttr(n.rec)
-		n.mu.RUnlock()
-		return a, nil
-	}
-	r, err := readInode(txn, ino)
-	if err != nil {
-		return Attr{}, err
-	}
-	return recordAttr(r), nil
 }
 
 // GetAttr returns the attributes of ino.
 func (v *Volume) GetAttr(ctx context.Context, ino uint64) (Attr, error) {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	var a Attr
-	err := v.db.View(func(txn *meta.Txn) error {
-		var err error
-		a, err = v.attrOf(txn, ino)
-		return err
-	})
-	return a, err
+	return shared(v, func() (Attr, error) { return v.names.GetAttr(ino) })
 }
 
 // Readlink returns the target of symlink ino.
 func (v *Volume) Readlink(ctx context.Context, ino uint64) (string, error) {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	var target string
-	err := v.db.View(func(txn *meta.Txn) error {
-		r, err := readInode(txn, ino)
-		if err != nil {
-			return err
-		}
-		if r.Type != snapshot.TypeSymlink {
-			return ErrInvalid
-		}
-		target = r.Target
-		return nil
-	})
-	return target, err
+	return shared(v, func() (string, error) { return v.names.Readlink(ino) })
 }
 
 // ReadDir returns the entries of directory ino (without "." and ".."),
@@ -180,34 +126,7 @@ func (v *Volume) ReadDir(ctx context.Context, ino uint64) ([]DirEntry, error) {
 	if err := v.loadDir(ctx, ino); err != nil {
 		return nil, err
 	}
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	var out []DirEntry
-	err := v.db.View(func(txn *meta.Txn) error {
-		r, err := readInode(txn, ino)
-		if err != nil {
-			return err
-		}
-		if r.Type != snapshot.TypeDir {
-			return ErrNotDir
-		}
-		prefix := meta.DentryPrefix(ino)
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			name := string(item.Key()[len(prefix):])
-			err := item.Value(func(b []byte) error {
-				out = append(out, DirEntry{Name: name, Ino: meta.U64(b), Type: snapshot.EntryType(b[8])})
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return out, err
+	return shared(v, func() ([]DirEntry, error) { return v.names.ReadDir(ino) })
 }
 
 func (v *Volume) create(ctx context.Context, parent uint64, name string, t snapshot.EntryType, mode uint32, rdev uint64, target string, cred Cred) (Attr, error) {
@@ -216,7 +135,7 @@ func (v *Volume) create(ctx context.Context, parent uint64, name string, t snaps
 		return v.change(func(c *ns.Change) error {
 			r, err := c.Create(parent, name, t, mode, rdev, target, cred)
 			if err == nil {
-				a = recordAttr(r)
+				a = ns.AttrOf(r)
 			}
 			return err
 		})
@@ -315,7 +234,7 @@ func (v *Volume) Link(ctx context.Context, ino, newParent uint64, name string) (
 		return v.change(func(c *ns.Change) error {
 			r, err := c.Link(ino, newParent, name)
 			if err == nil {
-				a = recordAttr(r)
+				a = ns.AttrOf(r)
 			}
 			return err
 		})
@@ -385,7 +304,7 @@ func (v *Volume) SetAttr(ctx context.Context, ino uint64, in SetAttrIn) (Attr, e
 	err := v.change(func(c *ns.Change) error {
 		r, err := c.SetAttr(ino, in)
 		if err == nil {
-			a = recordAttr(r)
+			a = ns.AttrOf(r)
 		}
 		return err
 	})
@@ -394,46 +313,12 @@ func (v *Volume) SetAttr(ctx context.Context, ino uint64, in SetAttrIn) (Attr, e
 
 // GetXattr returns the value of attribute name of ino (ErrNoAttr if unset).
 func (v *Volume) GetXattr(ctx context.Context, ino uint64, name string) ([]byte, error) {
-	var val []byte
-	err := v.readRec(ino, func(r *meta.Inode) error {
-		x, ok := r.Xattr(name)
-		if !ok {
-			return ErrNoAttr
-		}
-		val = slices.Clone(x)
-		return nil
-	})
-	return val, err
+	return shared(v, func() ([]byte, error) { return v.names.GetXattr(ino, name) })
 }
 
 // ListXattr returns the attribute names of ino, sorted.
 func (v *Volume) ListXattr(ctx context.Context, ino uint64) ([]string, error) {
-	var names []string
-	err := v.readRec(ino, func(r *meta.Inode) error {
-		for _, x := range r.Xattrs {
-			names = append(names, x.Name)
-		}
-		return nil
-	})
-	return names, err
-}
-
-// readRec calls fn with the current record of ino (read-only).
-func (v *Volume) readRec(ino uint64, fn func(*meta.Inode) error) error {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	if n := v.lookupNode(ino); n != nil {
-		n.mu.RLock()
-		defer n.mu.RUnlock()
-		return fn(n.rec)
-	}
-	return v.db.View(func(txn *meta.Txn) error {
-		r, err := readInode(txn, ino)
-		if err != nil {
-			return err
-		}
-		return fn(r)
-	})
+	return shared(v, func() ([]string, error) { return v.names.ListXattr(ino) })
 }
 
 // SetXattr sets attribute name of ino. flags may hold XattrCreate (fail if
@@ -473,13 +358,9 @@ func (v *Volume) StatFs(ctx context.Context) (StatFs, error) {
 		return StatFs{}, fmt.Errorf("statfs of the cache directory %s: %w", v.files.Dir(), err)
 	}
 	scale := func(blocks uint64) uint64 { return blocks * uint64(local.Bsize) / bsize }
-	var files uint64
-	_ = v.readRec(RootIno, func(r *meta.Inode) error {
-		files = r.SubFiles
-		return nil
-	})
+	ffree, _ := shared(v, func() (uint64, error) { return v.names.FreeFiles(), nil })
 	return StatFs{Bsize: bsize, Blocks: scale(local.Blocks), Bfree: scale(local.Bfree), Bavail: scale(local.Bavail),
-		Files: 1 << 40, Ffree: 1<<40 - min(files, 1<<40), NameLen: MaxNameLen}, nil
+		Files: ns.MaxFiles, Ffree: ffree, NameLen: MaxNameLen}, nil
 }
 
 // FreeBytes is how many bytes can still be written to the volume: the

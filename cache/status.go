@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/agentfs/agentfs/cache/meta"
+	"github.com/agentfs/agentfs/cache/ns"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
@@ -67,7 +68,7 @@ func (v *Volume) Status(ctx context.Context) (Status, error) {
 	files := v.dirty.FileList()
 	err := v.db.View(func(txn *meta.Txn) error {
 		for _, ino := range files {
-			if r, err := readInode(txn, ino); err == nil {
+			if r, err := ns.ReadInode(txn, ino); err == nil {
 				s.DirtyBytes += int64(len(r.Dirty)) * int64(v.chunkSize)
 			}
 		}

@@ -7,8 +7,8 @@
 //     dentries, with transactions (Txn) that read through all three, and
 //     batches of many writes (Batch, batch.go: a commit every so many).
 //   - The records (record.go): the key layout, the inode record (Inode) and
-//     its encoding, dentries, and the conversions between a record and a
-//     tree entry of the snapshot format.
+//     its encoding, dentries and a directory's listing (ReadDir), and the
+//     conversions between a record and a tree entry of the snapshot format.
 //   - DirtySet (dirty.go): the in-memory mirror of the tree marks
 //     (directories whose trees must be rewritten) and the dirty-file index,
 //     changed by a Delta once the transaction that wrote the keys commits.
@@ -16,8 +16,9 @@
 // It is named after what it holds: the cache directory's metadata
 // database ("meta" on disk) and its records. The namespace changes
 // themselves (create, link, remove, rename, attributes, a base
-// directory's load) are cache/ns's, on top of this package; lookups run in
-// package cache, under its namespace lock. It knows nothing of data files, of the blob store
+// directory's load) and its reads (lookup, stat, ...) are cache/ns's, on
+// top of this package, under package cache's namespace lock. It knows
+// nothing of data files, of the blob store
 // or of the engine's locks, and never imports package cache or cache/data;
 // of package snapshot it uses only the tree-entry types and their encoding.
 //

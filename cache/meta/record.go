@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/agentfs/agentfs/internal/binenc"
 	"github.com/agentfs/agentfs/snapshot"
 )
@@ -85,6 +87,36 @@ func DentryValue(ino uint64, t snapshot.EntryType) []byte {
 	binary.BigEndian.PutUint64(b, ino)
 	b[8] = byte(t)
 	return b
+}
+
+// Dentry is one entry of a directory: a dentry's key and value decoded.
+type Dentry struct {
+	Name string
+	Ino  uint64
+	Type snapshot.EntryType
+}
+
+// ReadDir returns the dentries of directory dir in txn, sorted by name
+// (none if dir has none or is no loaded directory).
+func ReadDir(txn *Txn, dir uint64) ([]Dentry, error) {
+	var out []Dentry
+	prefix := DentryPrefix(dir)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		name := string(it.Item().Key()[len(prefix):])
+		err := it.Item().Value(func(b []byte) error {
+			if len(b) != 9 {
+				return fmt.Errorf("dentry %d/%q: value of %d bytes", dir, name, len(b))
+			}
+			out = append(out, Dentry{Name: name, Ino: U64(b), Type: snapshot.EntryType(b[8])})
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // Inode is the persistent record of one inode.

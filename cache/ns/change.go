@@ -23,21 +23,20 @@ const (
 	MaxXattrsTotal = 1 << 20 // all attributes of one inode together
 )
 
-// Mode bits a record keeps (its type is the record's Type).
-const (
-	ModePerm   = 0o7777 // permission, setuid, setgid and sticky bits
-	ModeSetgid = 0o2000
-)
-
-// Host is what the engine supplies to a namespace change: the open files,
+// Host is what the engine supplies to the namespace: the open files,
 // whose in-memory records are the authoritative ones while they are open,
 // the lower layer's view of a record, inode numbers, the clock, the
 // ordering of mark writers, and what a deleted inode's data means. Its
-// methods are called with the namespace lock held (see Namespace.Change).
+// methods are called with the namespace lock held (see Namespace.Change),
+// shared by reads.
 type Host interface {
 	// LockOpen returns the open file of inode ino with its record's lock
 	// held, or nil if ino is not open.
 	LockOpen(ino uint64) OpenFile
+	// ViewOpen calls fn with the in-memory record of inode ino, under the
+	// record's lock held shared, if ino is open, and reports whether it
+	// is. fn does not change or keep the record.
+	ViewOpen(ino uint64, fn func(r *meta.Inode)) bool
 	// OpenCount returns how many users hold inode ino open.
 	OpenCount(ino uint64) int
 	// Modified records in r that it differs from the lower layer, if

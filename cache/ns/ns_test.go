@@ -13,16 +13,48 @@ import (
 	"github.com/agentfs/agentfs/snapshot"
 )
 
-// fakeHost is a Host with no open files and no lower layer.
+// fakeHost is a Host with no lower layer; its open files are the records
+// in open (none unless a test adds them).
 type fakeHost struct {
 	next  uint64
 	seq   uint64
 	dirty meta.DirtySet
 	gone  []uint64
+	open  map[uint64]*meta.Inode
 }
 
-func (h *fakeHost) LockOpen(uint64) OpenFile       { return nil }
-func (h *fakeHost) OpenCount(uint64) int           { return 0 }
+// fakeFile is an open file of a fakeHost.
+type fakeFile struct {
+	h   *fakeHost
+	ino uint64
+}
+
+func (f fakeFile) Record() *meta.Inode   { return f.h.open[f.ino] }
+func (f fakeFile) Install(r *meta.Inode) { f.h.open[f.ino] = r }
+func (f fakeFile) Unlock()               {}
+
+func (h *fakeHost) LockOpen(ino uint64) OpenFile {
+	if h.open[ino] == nil {
+		return nil
+	}
+	return fakeFile{h, ino}
+}
+
+func (h *fakeHost) ViewOpen(ino uint64, fn func(*meta.Inode)) bool {
+	if r := h.open[ino]; r != nil {
+		fn(r)
+		return true
+	}
+	return false
+}
+
+func (h *fakeHost) OpenCount(ino uint64) int {
+	if h.open[ino] != nil {
+		return 1
+	}
+	return 0
+}
+
 func (h *fakeHost) Modified(*meta.Inode)           {}
 func (h *fakeHost) AllocIno() (uint64, error)      { h.next++; return h.next, nil }
 func (h *fakeHost) Now() int64                     { return 1 }
@@ -52,7 +84,7 @@ func newNS(t *testing.T) (*Namespace, *meta.DB, *fakeHost) {
 	}
 	db := meta.NewDB(bdb, slog.New(slog.DiscardHandler))
 	t.Cleanup(func() { _ = db.Close() })
-	h := &fakeHost{next: RootIno}
+	h := &fakeHost{next: RootIno, open: map[uint64]*meta.Inode{}}
 	root := &meta.Inode{Ino: RootIno, Type: snapshot.TypeDir, Mode: 0o755, Nlink: 2, Loaded: true}
 	if err := db.Update(func(txn *meta.Txn) error {
 		return txn.Set(meta.Key64(meta.PrefixInode, RootIno), meta.EncodeInode(root))
