@@ -240,15 +240,15 @@ func (rc *reconcile) dir(rec *meta.Inode, e *snapshot.Entry) error {
 	if err != nil {
 		return err
 	}
-	byName := make(map[string]dentry, len(live))
+	byName := make(map[string]meta.Dentry, len(live))
 	for _, de := range live {
-		byName[de.name] = de
+		byName[de.Name] = de
 	}
 	for i := range entries {
 		ne := &entries[i]
 		de, ok := byName[ne.Name]
 		delete(byName, ne.Name)
-		if ok && de.typ == ne.Type && (ne.LinkID != 0) == rc.isLinked(de.ino) {
+		if ok && de.Type == ne.Type && (ne.LinkID != 0) == rc.isLinked(de.Ino) {
 			same, err := rc.reconcileEntry(de, ne)
 			if err != nil {
 				return err
@@ -281,20 +281,20 @@ func (rc *reconcile) dir(rec *meta.Inode, e *snapshot.Entry) error {
 // reconcileEntry brings the live entry de, of the same type and kind
 // (linked or not) as target entry ne, to ne in place, and reports whether
 // it could: a name of another hard-link group must be replaced instead.
-func (rc *reconcile) reconcileEntry(de dentry, ne *snapshot.Entry) (bool, error) {
+func (rc *reconcile) reconcileEntry(de meta.Dentry, ne *snapshot.Entry) (bool, error) {
 	if ne.LinkID != 0 {
 		ino, _, err := rc.linkIno(ne.LinkID)
 		// The same group: its data was reconciled with the link table.
-		return err == nil && ino == de.ino, err
+		return err == nil && ino == de.Ino, err
 	}
-	child, err := rc.record(de.ino)
+	child, err := rc.record(de.Ino)
 	if err != nil {
 		return false, err
 	}
 	if ne.Type == snapshot.TypeDir {
 		return true, rc.dir(child, ne)
 	}
-	return true, rc.updateFile(de.ino, ne)
+	return true, rc.updateFile(de.Ino, ne)
 }
 
 // putRecord stores record r.
@@ -309,31 +309,13 @@ func (rc *reconcile) isLinked(ino uint64) bool {
 	return err == nil && ok && r.LinkID != 0
 }
 
-// dentry is one entry of a live directory.
-type dentry struct {
-	name string
-	ino  uint64
-	typ  snapshot.EntryType
-}
-
 // readDir lists live directory ino.
-func (rc *reconcile) readDir(ino uint64) ([]dentry, error) {
-	var out []dentry
+func (rc *reconcile) readDir(ino uint64) ([]meta.Dentry, error) {
+	var out []meta.Dentry
 	err := rc.DB.View(func(txn *meta.Txn) error {
-		prefix := meta.DentryPrefix(ino)
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			name := string(it.Item().Key()[len(prefix):])
-			err := it.Item().Value(func(b []byte) error {
-				out = append(out, dentry{name: name, ino: meta.U64(b), typ: snapshot.EntryType(b[8])})
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		out, err = meta.ReadDir(txn, ino)
+		return err
 	})
 	return out, err
 }
@@ -396,14 +378,14 @@ func (rc *reconcile) addEntry(dir uint64, e *snapshot.Entry) error {
 
 // dropEntry removes the live entry de of directory dir and, unless it is a
 // hard-link group's name, its inode (with its subtree).
-func (rc *reconcile) dropEntry(dir uint64, de dentry) error {
-	if err := rc.DB.Update(func(txn *meta.Txn) error { return txn.Delete(meta.DentryKey(dir, de.name)) }); err != nil {
+func (rc *reconcile) dropEntry(dir uint64, de meta.Dentry) error {
+	if err := rc.DB.Update(func(txn *meta.Txn) error { return txn.Delete(meta.DentryKey(dir, de.Name)) }); err != nil {
 		return err
 	}
-	if rc.isLinked(de.ino) {
+	if rc.isLinked(de.Ino) {
 		return nil // the group itself is reconciled with the link table
 	}
-	return rc.dropInode(de.ino)
+	return rc.dropInode(de.Ino)
 }
 
 // dropInode deletes an inode that no longer has a name, with its subtree;

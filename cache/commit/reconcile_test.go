@@ -138,7 +138,7 @@ func TestReconcile(t *testing.T) {
 		}
 		names[dir] = map[string]uint64{}
 		for _, de := range des {
-			names[dir][de.name] = de.ino
+			names[dir][de.Name] = de.Ino
 		}
 	}
 	if n := names[1]; len(n) != 3 || n["a"] != 2 || n["d"] != 3 || n["new"] <= 100 {
