@@ -134,30 +134,59 @@
 // the committer's commit.Live and commit.Files (live) and following a
 // branch (reconcile.go), and history (history.go).
 //
-// The namespace lock (Volume.mu) stays one lock after the split, for these
-// reasons. Every namespace change (ns.Change) runs whole under it,
-// exclusively, and lookups and stats take it shared, as do writes,
-// truncations and adoptions of file data (lockData: Volume.mu shared, then
-// node.mu), so that a checkpoint's freeze, which holds it exclusively, is a
-// cut no data write crosses (TestCheckpointWhileWriting,
-// TestCheckpointSizeMatchesChunk). meta.Txn detects no
+// The namespace lock (Volume.mu) stays one lock after the split. It is
+// taken
+//   - exclusively by every namespace change (ns.Change, whole), a base
+//     directory's install (load.go), a switch's reconcile, a checkpoint's
+//     freeze (phase B) and apply (phase D), an orphan's deletion at its
+//     last release and the eviction of a closed file;
+//   - shared by the reads (lookup, stat, readlink, readdir, xattr reads,
+//     statfs), the record read before a load, an open (acquireNode), a
+//     last release (releaseNode persists the record and unpublishes the
+//     node under it, so a change sees either the open node or the stored
+//     record), and whatever dirties an open file's blocks or changes its
+//     size (lockData: writes, truncations, AdoptPinned), so that a freeze
+//     is a cut no write crosses (TestCheckpointWhileWriting,
+//     TestCheckpointSizeMatchesChunk);
+//   - not at all by reads of an open file's bytes, its fsync and the
+//     persisting of its record (node.mu, then markMu for its marks),
+//     fetches, the tree fetch of a load, and a checkpoint's uploads
+//     (phases A and C).
+//
+// Changes stay under one exclusive hold because meta.Txn detects no
 // conflicts (the write-behind layer commits without checking), so two
 // changes that may touch one key must be ordered by a lock of the engine,
-// and a change's
-// keys are not known before it runs: a rename reads every ancestor of its
-// target (checkNotAncestor), a link or unlink reaches the link table and a
-// hard-link group's records, every change writes its parents' Nlink and
-// times, and a directory of the base may load in the middle. A checkpoint's
-// phase B (freeze) needs a cut no change crosses: it persists open files,
-// captures their blocks and reads every marked directory's records under
-// the same exclusive hold. Per-directory locks would need all of: a
-// rename-wide lock for cross-directory renames (as the kernel's own), the
-// locks of a change taken in inode order once its keys are known (a first
-// read-only pass, or a retry on a conflict that meta.Txn would have to
-// start detecting), the link table as a lock of its own, and freeze as a
-// writer over all of them. That is a redesign of the engine's concurrency
-// with its own tests, not a move; and no measurement yet says the lock is
+// and a change's keys are not known before it runs: a rename reads every
+// ancestor of its target directory (checkNotAncestor), a link or unlink
+// reaches the link table and a hard-link group's records, create, link,
+// remove and rename write their directories' times (and Nlink, for a
+// subdirectory), and which directories must be loaded first shows only
+// as the change runs (ns.NotLoadedError, then a retry). A checkpoint's
+// freeze needs a cut no change crosses: it persists open files, captures
+// their blocks and reads every marked directory's records under the same
+// exclusive hold. Per-directory locks would need all of: a rename-wide
+// lock for cross-directory renames (as the kernel's own), the locks of a
+// change taken in inode order once its keys are known (a first read-only
+// pass, or a retry on a conflict that meta.Txn would have to start
+// detecting), the link table as a lock of its own, and freeze as a writer
+// over all of them. That is a redesign of the engine's concurrency with
+// its own tests, not a move; and no measurement yet says the lock is
 // contended (the kernel already serializes changes within one directory).
+//
+// Reads of several keys need the shared hold: a transaction reads each key
+// as last committed (meta.Txn is no snapshot), and a lookup reads three
+// (the directory's record, the dentry, the child's record), a readdir the
+// directory's record and its dentries; without the lock a lookup racing an
+// unlink could find a dentry whose inode has no record any more. Where the
+// split makes taking the lock apart safe: the reads of one record (stat,
+// readlink, xattr reads, statfs) would be correct without it, since ns
+// reads the stored record as one key and an open file's record only
+// through ns.Host.ViewOpen, under node.mu, which every writer of that
+// record holds (a change from LockOpen to its install, a write, a last
+// release until the record is persisted). They still take it shared, to
+// change no behaviour in this split: dropping it would let a stat pass a
+// long exclusive hold (a freeze, a switch, a large directory's install),
+// which wants a measurement of its own first.
 //
 // Directories of the base commit load lazily, on first lookup or readdir, so
 // opening a volume of any size reads one tree.
