@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -264,6 +265,9 @@ func runMount(cmd *cobra.Command, url, mnt string, f mountFlags) error {
 	if f.readyFD > 0 {
 		return serveBackground(ctx, url, mnt, f)
 	}
+	if !f.background {
+		reexecAsServer(stderr)
+	}
 	t, err := resolveMount(ctx, url, mnt, f, stderr)
 	if err != nil {
 		return err
@@ -355,6 +359,24 @@ func startBackground(ctx context.Context, t mountTarget, f mountFlags, stderr io
 	_, _ = fmt.Fprintf(stderr, "agentfs: mounted %s on %s (server pid %d, log %s)\n",
 		what, t.mnt, p.PID, p.Log)
 	return nil
+}
+
+// reexecAsServer replaces this process, about to serve a mount in the
+// foreground, by the same command with the runtime setting every mount
+// server runs with (mountproc.ServerEnv), which the Go runtime reads only
+// at start. It does nothing when the environment already has it (the
+// second time, or the user's own GODEBUG=madvdontneed); when the exec
+// fails it says so on stderr and the mount is served without it.
+func reexecAsServer(stderr io.Writer) {
+	env := os.Environ()
+	if mountproc.HasServerEnv(env) {
+		return
+	}
+	exe, err := os.Executable()
+	if err == nil {
+		err = syscall.Exec(exe, os.Args, mountproc.ServerEnv(env))
+	}
+	_, _ = fmt.Fprintf(stderr, "agentfs: serving without GODEBUG=madvdontneed=0 (re-executing %s failed: %v)\n", exe, err)
 }
 
 // mountURLEnv passes the store URL from `agentfs mount -d` to its server.

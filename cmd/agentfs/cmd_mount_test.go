@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -87,6 +88,7 @@ func TestMountDefaultStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := serverPIDOf(t, ws)
+	checkServerRuntime(t, pid)
 	out, err = agentfsIn(t, bin, work, env, "status", "--json", "ws")
 	if err != nil {
 		t.Fatalf("status: %v\n%s", err, out)
@@ -128,6 +130,22 @@ func envValue(env []string, key string) string {
 		}
 	}
 	return v
+}
+
+// checkServerRuntime fails t unless the mount server pid runs with the Go
+// runtime setting every mount server gets (mountproc.ServerEnv), read from
+// its /proc/PID/environ (as root, which the server's undumpable does not
+// stop).
+func checkServerRuntime(t *testing.T, pid int) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatalf("environment of the mount server: %v", err)
+	}
+	godebug := envValue(strings.Split(string(b), "\x00"), "GODEBUG")
+	if !slices.Contains(strings.Split(godebug, ","), "madvdontneed=0") {
+		t.Errorf("mount server %d runs without GODEBUG madvdontneed=0; its GODEBUG: %q", pid, godebug)
+	}
 }
 
 // TestMountErrors: a URL without a volume says to run agentfs init; a
@@ -206,6 +224,7 @@ func TestMountSIGTERM(t *testing.T) {
 			t.Fatalf("the server was not ready in 30s:\n%s", strings.Join(log, "\n"))
 		}
 	}
+	checkServerRuntime(t, cmd.Process.Pid) // the foreground mount re-executed itself, same pid
 	if err := os.WriteFile(filepath.Join(o.Dir, "term.txt"), []byte("written before SIGTERM"), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -160,7 +160,8 @@ type Spec struct {
 	CacheDir string
 	// Flags are further `agentfs mount` flags (--branch, --virtual, ...).
 	Flags []string
-	// Env is the server's environment; nil means this process's.
+	// Env is the server's environment; nil means this process's. Either
+	// way the server gets it through ServerEnv.
 	Env []string
 }
 
@@ -219,10 +220,11 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	args = append(args, s.MountPoint)
 	c := exec.Command(exe, args...)
 	c.Dir = "/"
-	c.Env = s.Env
-	if c.Env == nil {
-		c.Env = os.Environ()
+	env := s.Env
+	if env == nil {
+		env = os.Environ()
 	}
+	c.Env = ServerEnv(env)
 	if s.URL != "" {
 		c.Env = append(c.Env, URLEnv+"="+s.URL)
 	}
