@@ -17,17 +17,18 @@ import (
 // records are is here (fileEvictor).
 
 // loadBlockCache rebuilds the block cache's accounting from the presence
-// records: each present block counts its extent within its file, as when
-// it was installed (a file whose record is gone counts nothing).
+// records (read with data.StoredPresence): each present block counts its
+// extent within its file, as when it was installed (a file whose record
+// is gone counts nothing).
 func (v *Volume) loadBlockCache() error {
 	c := data.NewCache(v.opts.CacheSize, fileEvictor{v}, v.log)
 	err := v.db.View(func(txn *meta.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{meta.PrefixPresence}, PrefetchValues: true})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{meta.PrefixPresence}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			ino := meta.U64(it.Item().Key()[1:])
-			var present []uint64
-			if err := it.Item().Value(func(b []byte) error { present = data.DecodePresence(b); return nil }); err != nil {
+			present, _, err := data.StoredPresence(records{txn}, ino)
+			if err != nil {
 				return err
 			}
 			r, err := ns.ReadInode(txn, ino)
@@ -85,30 +86,23 @@ func (e fileEvictor) open(n *node) error {
 }
 
 // closed drops the clean blocks of a file that is not open
-// (data.Sources.EvictClosed: its records first, in one transaction).
-// Caller holds v.mu exclusively, so no node can appear meanwhile.
+// (data.Sources.EvictClosed): its record and presence record are read and
+// the records written in one transaction. Caller holds v.mu exclusively,
+// so no node appears and no other writer of the file's records runs
+// meanwhile (meta.Txn is no snapshot: the lock, not the transaction, keeps
+// what is read from changing before the write).
 func (e fileEvictor) closed(ino uint64) error {
 	v := e.v
-	var rec *meta.Inode
-	var present []uint64
-	held := false
-	err := v.db.View(func(txn *meta.Txn) error {
-		r, err := ns.ReadInode(txn, ino)
-		if err != nil {
-			return err
-		}
-		rec = r
-		present, held, err = data.StoredPresence(records{txn}, ino)
-		return err
-	})
-	if errors.Is(err, ErrNotFound) || (err == nil && !held) {
-		v.blocks.Drop(ino)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	return v.data.EvictClosed(ino, layout{rec}, present, func(fn func(data.Records) error) error {
-		return v.db.Update(func(txn *meta.Txn) error { return fn(records{txn}) })
+	return v.data.EvictClosed(ino, func(fn func(data.Layout, data.RecordsTxn) error) error {
+		return v.db.Update(func(txn *meta.Txn) error {
+			r, err := ns.ReadInode(txn, ino)
+			if errors.Is(err, ErrNotFound) {
+				return fn(nil, records{txn})
+			}
+			if err != nil {
+				return err
+			}
+			return fn(layout{r}, records{txn})
+		})
 	})
 }

@@ -45,7 +45,10 @@
 //     data.Layout (file.go here), locks an open file and holds it open
 //     through data.Held (node here), writes its two records through
 //     data.Records and loads them through data.Stored (a transaction
-//     here; data.StoredPresence reads a presence record), reaches back
+//     here; data.StoredPresence reads a presence record, also for the
+//     block cache's count at open, loadBlockCache in blockcache.go, and a
+//     closed file's eviction, which reads and deletes its records in one
+//     transaction: data.Sources.EvictClosed), reaches back
 //     through data.Evictor (blockcache.go here: which file is open, its
 //     locks and records) and reads chunks through data.ChunkSource (the
 //     repo).

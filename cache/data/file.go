@@ -61,18 +61,32 @@ type Sources struct {
 	BlockSize uint64
 }
 
-// EvictClosed drops the clean blocks of file ino, which is not open, whose
-// record is l and whose presence record lists present. The records go
-// first, in one call of store (a transaction of the caller's database):
-// the presence record, and an inline file's inline bytes unless block 0 is
-// dirty (an inline file's clean bytes are its inline record). A crash
-// after it leaves clean bytes of blocks not recorded present (fetched
-// again when read), never a block recorded present that reads as zeros.
-// Then the block cache stops counting them, and the data file goes, or, if
-// the file has dirty blocks, has them punched out. An inline file has no
-// data file.
-func (s *Sources) EvictClosed(ino uint64, l Layout, present []uint64, store func(func(Records) error) error) error {
-	err := store(func(r Records) error {
+// EvictClosed drops the clean blocks of file ino, which is not open.
+// update runs its function once, in one transaction of the caller's
+// database that it commits if the function returns nil, with the file's
+// record (nil if the file has none: it is gone) and the transaction's
+// records: there the presence record is read and, if the file has one,
+// deleted, with an inline file's inline bytes unless block 0 is dirty (an
+// inline file's clean bytes are its inline record). What is read is what
+// is deleted (the caller keeps other writers of the file's records out
+// while update runs). A crash after the commit leaves clean bytes of
+// blocks not recorded present (fetched again when read), never a block
+// recorded present that reads as zeros. Then the block cache stops
+// counting the file, and, if it had a presence record, its data file goes,
+// or, if the file has dirty blocks, has the present blocks punched out. An
+// inline file has no data file.
+func (s *Sources) EvictClosed(ino uint64, update func(func(Layout, RecordsTxn) error) error) error {
+	var l Layout
+	var present []uint64
+	held := false
+	err := update(func(rl Layout, r RecordsTxn) error {
+		if l = rl; l == nil {
+			return nil
+		}
+		var err error
+		if present, held, err = StoredPresence(r, ino); err != nil || !held {
+			return err
+		}
 		if l.Inline() && !l.IsDirty(0) {
 			if err := r.SetInline(ino, nil); err != nil {
 				return err
@@ -85,7 +99,7 @@ func (s *Sources) EvictClosed(ino uint64, l Layout, present []uint64, store func
 	}
 	s.Cache.Drop(ino)
 	switch {
-	case l.Inline():
+	case !held, l.Inline():
 		return nil
 	case !l.Dirty():
 		return s.Files.Remove(ino)
@@ -120,6 +134,13 @@ type Stored interface {
 	Inline(ino uint64) ([]byte, bool, error)
 	// Presence returns the presence record of file ino.
 	Presence(ino uint64) ([]byte, bool, error)
+}
+
+// RecordsTxn reads and writes a File's two records in one transaction of
+// the caller's database.
+type RecordsTxn interface {
+	Records
+	Stored
 }
 
 // StoredPresence returns the blocks that the presence record of file ino,

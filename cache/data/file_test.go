@@ -206,8 +206,22 @@ func TestFileEvictable(t *testing.T) {
 	}
 }
 
-// storedMap is a file's stored records for LoadFile's tests.
+// storedMap is the stored records of files for LoadFile's and
+// EvictClosed's tests (a RecordsTxn).
 type storedMap struct{ inline, presence map[uint64][]byte }
+
+func (m storedMap) SetInline(ino uint64, b []byte) error   { return set(m.inline, ino, b) }
+func (m storedMap) SetPresence(ino uint64, b []byte) error { return set(m.presence, ino, b) }
+
+// set stores b as m's record of ino; nil deletes it.
+func set(m map[uint64][]byte, ino uint64, b []byte) error {
+	if b == nil {
+		delete(m, ino)
+	} else {
+		m[ino] = b
+	}
+	return nil
+}
 
 func (m storedMap) Inline(ino uint64) ([]byte, bool, error) {
 	b, ok := m.inline[ino]
@@ -377,4 +391,114 @@ func TestFileReplace(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestEvictClosed: a closed file's eviction reads its presence record and
+// deletes it, with a clean inline file's inline bytes, in the one
+// transaction it is given, and only if it committed does the block cache
+// stop counting the file and its data file go (all of it, or the present
+// blocks punched out if it has dirty ones); a file that is gone or has no
+// presence record has nothing written and only its count dropped.
+func TestEvictClosed(t *testing.T) {
+	s := newSources(t, 4, nil)
+	st := storedMap{inline: map[uint64][]byte{}, presence: map[uint64][]byte{}}
+	txns := 0
+	evict := func(ino uint64, l Layout, fail error) error {
+		return s.EvictClosed(ino, func(fn func(Layout, RecordsTxn) error) error {
+			txns++
+			if err := fn(l, st); err != nil {
+				return err
+			}
+			return fail
+		})
+	}
+	setup := func(ino uint64, present ...uint64) {
+		t.Helper()
+		p := map[uint64]bool{}
+		for _, b := range present {
+			p[b] = true
+		}
+		st.presence[ino] = EncodePresence(p)
+		f, err := s.Files.Open(ino, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte("abcdefghijkl"), 0); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		s.Cache.Load(ino, int64(4*len(present)))
+	}
+	exists := func(ino uint64) bool {
+		f, err := s.Files.Open(ino, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f != nil {
+			f.Close()
+		}
+		return f != nil
+	}
+
+	setup(1, 0, 2)
+	if err := evict(1, &testLayout{size: 12, chunks: map[uint64]bool{0: true, 2: true}}, errors.New("commit failed")); err == nil {
+		t.Fatal("a transaction that failed: no error")
+	}
+	if s.Cache.Bytes(1) != 8 || !exists(1) {
+		t.Fatalf("after a failed transaction: counted %d, data file %v; want both kept", s.Cache.Bytes(1), exists(1))
+	}
+	st.presence[1] = EncodePresence(map[uint64]bool{0: true, 2: true}) // the failed transaction's writes are not committed
+	if err := evict(1, &testLayout{size: 12, chunks: map[uint64]bool{0: true, 2: true}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st.presence[1]; ok || s.Cache.Bytes(1) != 0 || exists(1) {
+		t.Fatalf("clean file: presence record kept %v, counted %d, data file %v; want none", ok, s.Cache.Bytes(1), exists(1))
+	}
+
+	setup(2, 0, 2)
+	if err := evict(2, &testLayout{size: 12, dirty: map[uint64]bool{1: true}, chunks: map[uint64]bool{0: true, 2: true}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.Files.Open(2, false)
+	if err != nil || f == nil {
+		t.Fatalf("file with a dirty block: data file %v, %v; want it kept", f, err)
+	}
+	p := make([]byte, 12)
+	_, err = f.ReadAt(p, 0)
+	f.Close()
+	if err != nil || string(p) != "\x00\x00\x00\x00efgh\x00\x00\x00\x00" {
+		t.Fatalf("file with a dirty block: data file %q, %v; want the present blocks punched out, the dirty one kept", p, err)
+	}
+
+	st.presence[3], st.inline[3], st.inline[4] = EncodePresence(map[uint64]bool{0: true}), []byte("ab"), []byte("cd")
+	st.presence[4] = EncodePresence(map[uint64]bool{})
+	if err := evict(3, &testLayout{size: 2, inline: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := evict(4, &testLayout{size: 2, inline: true, dirty: map[uint64]bool{0: true}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st.inline[3]; ok {
+		t.Fatal("clean inline file: its inline bytes kept")
+	}
+	if _, ok := st.inline[4]; !ok {
+		t.Fatal("inline file with block 0 dirty: its inline bytes deleted")
+	}
+
+	setup(5, 0)
+	delete(st.presence, 5)
+	setup(6, 0)
+	n := txns
+	if err := evict(5, &testLayout{size: 4, chunks: map[uint64]bool{0: true}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := evict(6, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if txns != n+2 || s.Cache.Bytes(5) != 0 || s.Cache.Bytes(6) != 0 || !exists(5) || !exists(6) {
+		t.Fatalf("no presence record, and a file gone: %d transactions, counted %d and %d, data files %v %v; want one each, nothing counted, the files left", txns-n, s.Cache.Bytes(5), s.Cache.Bytes(6), exists(5), exists(6))
+	}
+	if _, ok := st.presence[6]; !ok {
+		t.Fatal("a file gone: its presence record deleted")
+	}
 }
