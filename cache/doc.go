@@ -24,13 +24,14 @@
 //     concurrent readers), making a block of an open file present (fetched
 //     without the file's lock, installed under it unless it changed
 //     meanwhile), a read of an open file (data.Fetcher.Read: its remote
-//     blocks fetched first, its data and origin files opened), the blocks
+//     blocks fetched first, its data and origin files opened, and after
+//     a sequential read the read-ahead it starts), the blocks
 //     a write or a truncation covers in part made local before the write's
 //     lock is taken (Fetcher.LockToWrite, LockToCut), read-ahead in the
-//     background with its bound, the presence record's encoding, and
-//     data.File, an open file's local data
-//     state (present blocks, local bytes, its origin file in the lower
-//     layer, its passthrough pins) with where each block's bytes come from
+//     background with its window and bound, the presence record's
+//     encoding, and data.File, an open file's local data state (present
+//     blocks, local bytes, its origin file in the lower layer, its
+//     passthrough pins) with where each block's bytes come from
 //     (dirty or present, the store, the lower, a hole), reading and
 //     writing them, installing fetched and copied-up blocks, cutting them
 //     (truncation), evicting them, forgetting them (an origin that

@@ -384,23 +384,14 @@ func (v *Volume) blockRange(off, end uint64) (uint64, uint64) {
 // bytes only at the end of the file. Remote chunks are fetched (and kept in
 // the block cache: data.Fetcher.Read); a chunk that cannot be fetched or
 // verified is ErrIO. A read that begins where the last one ended starts
-// read-ahead after it.
+// read-ahead after it (Options.ReadAhead chunks, also data.Fetcher.Read's).
 func (v *Volume) Read(ctx context.Context, ino uint64, buf []byte, off uint64) (int, error) {
 	n, err := v.openNode(ino)
 	if err != nil {
 		return 0, err
 	}
 	cnt, err := v.fetch.Read(ctx, n, buf, off)
-	if err != nil || cnt == 0 {
-		return 0, ioErr(err)
-	}
-	end := off + uint64(cnt)
-	seq := n.d.NoteRead(v.ctx, off, end)
-	if seq && v.opts.ReadAhead > 0 {
-		_, last := v.blockRange(off, end)
-		v.fetch.ReadAhead(v.ctx, n, last+1, v.opts.ReadAhead)
-	}
-	return cnt, nil
+	return cnt, ioErr(err)
 }
 
 // readLocal reads p at off from the local bytes; bytes not held read as

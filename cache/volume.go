@@ -199,8 +199,8 @@ func Open(ctx context.Context, opts Options) (*Volume, error) {
 		nodes:     map[uint64]*node{},
 		kick:      make(chan struct{}, 1),
 	}
-	v.fetch = data.NewFetcher(opts.Repo, 8, v.log)
 	v.ctx, v.cancel = context.WithCancel(context.Background())
+	v.fetch = data.NewFetcher(v.ctx, opts.Repo, opts.ReadAhead, 8, v.log)
 	files, err := data.NewFiles(filepath.Join(opts.CacheDir, "data"))
 	if err != nil {
 		return nil, err

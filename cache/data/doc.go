@@ -8,7 +8,8 @@
 // origin files opened as needed), making local, before a write or a
 // truncation, the blocks it covers in part (Fetcher.LockToWrite,
 // LockToCut, which return holding the writer's lock), read-ahead in
-// the background with a bound on the fetches at once (Fetcher.ReadAhead),
+// the background after a sequential read, started by Fetcher.Read, with a
+// bound on the fetches at once,
 // the encoding of a file's presence record (which clean blocks it holds),
 // and File, one open file's local data state: its present blocks, its local
 // bytes, its origin file in the lower layer and its passthrough pins, where
@@ -28,7 +29,7 @@
 // how much of it reads through to an origin are the record's, read through
 // Layout. What else it needs from the rest of the engine it asks through
 // interfaces: Held is an open file's lock, record and hold on it (what
-// Fetcher.Block and ReadAhead lock and read), an Evictor drops one file's
+// Fetcher.Block, Read and read-ahead lock and read), an Evictor drops one file's
 // clean blocks when the cache is over its limit, a ChunkSource (the
 // snapshot repository) supplies a chunk's bytes, Origins (the lower layer)
 // opens a file's origin, and Records stores a File's inline bytes and

@@ -53,21 +53,27 @@ type Held interface {
 }
 
 // Fetcher fetches chunks from a ChunkSource, once for concurrent callers,
-// makes blocks of open files present (Block), and runs read-ahead in the
-// background with a bound on the fetches running at once.
+// makes blocks of open files present (Block), reads open files (Read), and
+// after a sequential read fetches the blocks that follow in the background
+// (read-ahead), with a bound on the fetches running at once.
 type Fetcher struct {
-	src       ChunkSource
-	log       *slog.Logger
-	group     singleflight.Group
-	readAhead chan struct{}
-	wg        sync.WaitGroup // read-ahead fetches running
+	src    ChunkSource
+	log    *slog.Logger
+	group  singleflight.Group
+	ctx    context.Context // the background's: read-ahead, a reader's eviction
+	window int             // blocks read ahead of a sequential reader (<= 0: none)
+	slots  chan struct{}   // one per read-ahead fetch running
+	wg     sync.WaitGroup  // read-ahead fetches running
 }
 
-// NewFetcher returns a fetcher from src that lets at most readAhead
-// read-ahead fetches run at once and logs to log the chunks it fails to
-// read.
-func NewFetcher(src ChunkSource, readAhead int, log *slog.Logger) *Fetcher {
-	return &Fetcher{src: src, log: log, readAhead: make(chan struct{}, readAhead)}
+// NewFetcher returns a fetcher from src that, after a read that began
+// where the file's previous one ended, fetches the remote blocks among the
+// window blocks that follow it in the background (none if window <= 0),
+// with at most slots such fetches running at once, each until it is done
+// or ctx ends (ctx is also the one a reader's eviction runs under:
+// File.NoteRead). It logs to log the chunks it fails to read.
+func NewFetcher(ctx context.Context, src ChunkSource, window, slots int, log *slog.Logger) *Fetcher {
+	return &Fetcher{src: src, log: log, ctx: ctx, window: window, slots: make(chan struct{}, slots)}
 }
 
 // Chunk returns the bytes of chunk ref. Concurrent calls for one chunk share
@@ -130,8 +136,12 @@ func (f *Fetcher) Block(ctx context.Context, h Held, b uint64) error {
 // first (Block, without h's lock), and the data file and the origin file
 // are opened, under h's lock held exclusively, if the blocks read need
 // them; then the bytes are read under h's lock held shared, with no
-// block remote. The caller holds no lock of h. Errors are Block's, the
-// data file's and the origin's (wrapping ErrOrigin).
+// block remote. A read of at least one byte is then noted (File.NoteRead:
+// an access in the block cache, which may evict in the caller) and, if it
+// began where the file's previous read ended, starts read-ahead of the
+// window blocks after it (readAhead). The caller holds no lock of h.
+// Errors are Block's, the data file's and the origin's (wrapping
+// ErrOrigin).
 func (f *Fetcher) Read(ctx context.Context, h Held, p []byte, off uint64) (int, error) {
 	opened := false
 	for {
@@ -167,6 +177,9 @@ func (f *Fetcher) Read(ctx context.Context, h Held, p []byte, off uint64) (int, 
 		h.RUnlock()
 		if err != nil {
 			return 0, err
+		}
+		if d.NoteRead(f.ctx, off, end) && f.window > 0 {
+			f.readAhead(h, (end-1)/d.bs+1)
 		}
 		return n, nil
 	}
@@ -207,18 +220,18 @@ func (f *Fetcher) lockFetched(ctx context.Context, h Held, lock sync.Locker, nee
 	}
 }
 
-// ReadAhead fetches, in the background, the remote blocks among the count
-// blocks of open file h from b on (File.RemoteFrom), each with Block and
-// each holding h open (Held.Hold) until it is done. It starts no more than
-// the free read-ahead slots allow, without waiting for one, and never for
-// an inline file. The fetches run until done or ctx ends; their errors are
-// dropped (a reader fetches the block again). The caller holds no lock of
-// h; Wait waits for the fetches.
-func (f *Fetcher) ReadAhead(ctx context.Context, h Held, b uint64, count int) {
+// readAhead fetches, in the background, the remote blocks among the
+// window blocks of open file h from b on (File.RemoteFrom), each with
+// Block and each holding h open (Held.Hold) until it is done. It starts no
+// more than the free read-ahead slots allow, without waiting for one, and
+// never for an inline file. The fetches run until done or the fetcher's
+// ctx ends; their errors are dropped (a reader fetches the block again).
+// The caller holds no lock of h; Wait waits for the fetches.
+func (f *Fetcher) readAhead(h Held, b uint64) {
 	h.RLock()
 	var todo []uint64
 	if l := h.Layout(); !l.Inline() {
-		todo = h.Data().RemoteFrom(l, b, count)
+		todo = h.Data().RemoteFrom(l, b, f.window)
 	}
 	h.RUnlock()
 	for _, blk := range todo {
@@ -234,19 +247,19 @@ func (f *Fetcher) ReadAhead(ctx context.Context, h Held, b uint64, count int) {
 			defer f.wg.Done()
 			defer f.endReadAhead()
 			defer h.Release()
-			_ = f.Block(ctx, h, blk)
+			_ = f.Block(f.ctx, h, blk)
 		}()
 	}
 }
 
-// Wait waits for the read-ahead fetches that ReadAhead started.
+// Wait waits for the read-ahead fetches that Read started.
 func (f *Fetcher) Wait() { f.wg.Wait() }
 
 // startReadAhead takes a read-ahead slot without waiting: false if all are
 // taken. Each true is paired with one endReadAhead.
 func (f *Fetcher) startReadAhead() bool {
 	select {
-	case f.readAhead <- struct{}{}:
+	case f.slots <- struct{}{}:
 		return true
 	default:
 		return false
@@ -254,4 +267,4 @@ func (f *Fetcher) startReadAhead() bool {
 }
 
 // endReadAhead gives back a slot taken by startReadAhead.
-func (f *Fetcher) endReadAhead() { <-f.readAhead }
+func (f *Fetcher) endReadAhead() { <-f.slots }

@@ -48,7 +48,7 @@ func newHeld(t *testing.T, l *testLayout) (*testHeld, *Fetcher, *oneChunk) {
 	d := NewFile(s, 7, nil, nil)
 	t.Cleanup(d.Close)
 	c := &oneChunk{}
-	return &testHeld{l: l, d: d}, NewFetcher(c, 2, slog.New(slog.DiscardHandler)), c
+	return &testHeld{l: l, d: d}, NewFetcher(context.Background(), c, 0, 2, slog.New(slog.DiscardHandler)), c
 }
 
 // TestFetcherRead: a read fetches the remote blocks it covers, opens the
@@ -155,7 +155,7 @@ func TestFetcherLockToWrite(t *testing.T) {
 	}
 
 	h, _, _ = newHeld(t, &testLayout{size: 10, chunks: map[uint64]bool{0: true}})
-	f = NewFetcher(failingChunks{}, 2, slog.New(slog.DiscardHandler))
+	f = NewFetcher(context.Background(), failingChunks{}, 0, 2, slog.New(slog.DiscardHandler))
 	if err := f.LockToWrite(ctx, h, h, 1, 2); err == nil {
 		t.Fatal("a chunk that cannot be fetched: no error")
 	}
@@ -163,4 +163,63 @@ func TestFetcherLockToWrite(t *testing.T) {
 		t.Fatal("returned an error with the lock held")
 	}
 	h.Unlock()
+}
+
+// heldChunks is a chunk source of "WXYZ" chunks whose reads wait until
+// release is closed; it counts them.
+type heldChunks struct {
+	release chan struct{}
+	mu      sync.Mutex
+	reads   int
+}
+
+func (c *heldChunks) ReadBlob(context.Context, snapshot.BlobRef) ([]byte, error) {
+	<-c.release
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reads++
+	return []byte("WXYZ"), nil
+}
+
+// TestFetcherReadAhead: a read that begins where the file's previous one
+// ended (the first read from 0 does) fetches the remote blocks among the
+// window blocks after it in the background; a read elsewhere fetches
+// none; and no more fetches start than the fetcher's slots, without
+// waiting for one.
+func TestFetcherReadAhead(t *testing.T) {
+	ctx := context.Background()
+	h, _, c := newHeld(t, &testLayout{size: 40, chunks: map[uint64]bool{1: true, 2: true, 3: true, 4: true, 7: true, 8: true, 9: true}})
+	f := NewFetcher(ctx, c, 2, 8, slog.New(slog.DiscardHandler))
+	p := make([]byte, 4)
+	read := func(off uint64, want string) {
+		t.Helper()
+		if n, err := f.Read(ctx, h, p, off); err != nil || string(p[:n]) != want {
+			t.Fatalf("read at %d: %q, %v; want %q", off, p[:n], err, want)
+		}
+		f.Wait()
+	}
+	read(0, "\x00\x00\x00\x00") // block 0: a hole
+	if got := h.d.Present(); len(got) != 2 || !got[1] || !got[2] {
+		t.Fatalf("after a read of block 0, present %v; want blocks 1 and 2 (the window)", got)
+	}
+	read(24, "\x00\x00\x00\x00") // block 6, a hole: not where the last read ended
+	if got := h.d.Present(); len(got) != 2 {
+		t.Fatalf("after a read elsewhere, present %v; want no more read ahead", got)
+	}
+	read(28, "WXYZ")
+	if got := h.d.Present(); len(got) != 5 || !got[7] || !got[8] || !got[9] {
+		t.Fatalf("after a sequential read of block 7, present %v; want it and blocks 8 and 9", got)
+	}
+
+	hc := &heldChunks{release: make(chan struct{})}
+	h, _, _ = newHeld(t, &testLayout{size: 16, chunks: map[uint64]bool{1: true, 2: true, 3: true}})
+	f = NewFetcher(ctx, hc, 3, 1, slog.New(slog.DiscardHandler))
+	if n, err := f.Read(ctx, h, p, 0); err != nil || n != 4 {
+		t.Fatalf("read at 0: %d, %v", n, err)
+	}
+	close(hc.release)
+	f.Wait()
+	if got := h.d.Present(); len(got) != 1 || !got[1] || hc.reads != 1 {
+		t.Fatalf("one read-ahead slot: present %v after %d chunk reads; want block 1 alone", got, hc.reads)
+	}
 }
