@@ -127,8 +127,9 @@
 // for concurrent callers, and its locking (load.go), and the writes of
 // marks (marks.go); the open files
 // (file.go: node, its record and its data.File under one lock, which it
-// lends to data.Fetcher as a data.Held; Read, Write and truncation as thin
-// calls of the Fetcher, and of write-back and truncation what needs the
+// lends to data.Fetcher as a data.Held; a file's first open loaded by one
+// opener while the others wait, acquireNode; Read, Write and truncation as
+// thin calls of the Fetcher, and of write-back and truncation what needs the
 // namespace: the record's dirty marks, size and times, its persistence
 // before bytes land; of passthrough, passthrough.go, the record's side:
 // adopted blocks made dirty and their generations, a refilled file's
@@ -202,10 +203,12 @@
 // (evictions, never taken with cpMu) → Volume.mu (namespace) → node.mu
 // (one file's data state) → Volume.markMu (transactions that write tree
 // marks) → the cache database's own locks (meta.DB's flushMu → mu → rcMu).
-// Volume.nodesMu, stateMu, the dirty set's mutex, data.Cache's mu and
-// cache/commit's (Gens', Stats', and the Uploader's, under which Add may
-// wait for an upload slot) are leaves: no other lock is acquired while
-// one is held. Per package:
+// An opener waits for another's load of the same file (acquireNode)
+// holding Volume.mu shared (and cpMu, a checkpoint's capture), neither of
+// which the load takes again. Volume.nodesMu, stateMu, the dirty set's
+// mutex, data.Cache's mu and cache/commit's (Gens', Stats', and the
+// Uploader's, under which Add may wait for an upload slot) are leaves: no
+// other lock is acquired while one is held. Per package:
 // cache/data holds evictMu for a whole eviction, during which it calls the
 // Evictor (which takes Volume.mu, node.mu and the database, in that order),
 // and never calls out with its mu held; cache/meta takes no lock of the

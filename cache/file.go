@@ -159,16 +159,50 @@ func getValue(txn *meta.Txn, key []byte) ([]byte, bool, error) {
 
 // acquireNode returns the node of regular file ino, creating it, and counts
 // one more user. Callers must not hold v.mu.
+//
+// A file not open yet is loaded (loadOpen) by one caller alone, which
+// registers its load in v.loading meanwhile; the others wait for it and
+// look again (a failed load leaves no node: they load it themselves). Two
+// loads of one file would each refresh it from its origin, and the later
+// one would drop, data file and block-cache count, what the node of the
+// earlier one had made present meanwhile (TestConcurrentFirstOpen).
 func (v *Volume) acquireNode(ino uint64) (*node, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	v.nodesMu.Lock()
+	for v.loading[ino] != nil {
+		wait := v.loading[ino]
+		v.nodesMu.Unlock()
+		<-wait
+		v.nodesMu.Lock()
+	}
 	if n := v.nodes[ino]; n != nil {
 		n.opens++
 		v.nodesMu.Unlock()
 		return n, nil
 	}
+	done := make(chan struct{})
+	v.loading[ino] = done
 	v.nodesMu.Unlock()
+	n, err := v.loadOpen(ino)
+	v.nodesMu.Lock()
+	delete(v.loading, ino)
+	if err == nil {
+		n.opens = 1
+		v.nodes[ino] = n // no other node of ino: only its load installs one
+	}
+	v.nodesMu.Unlock()
+	close(done)
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// loadOpen loads regular file ino for its first open: its records
+// (loadNode), refreshed from its origin (refreshOrigin). Caller holds v.mu
+// shared and ino's entry in v.loading.
+func (v *Volume) loadOpen(ino uint64) (*node, error) {
 	var n *node
 	err := v.db.View(func(txn *meta.Txn) error {
 		var err error
@@ -181,14 +215,6 @@ func (v *Volume) acquireNode(ino uint64) (*node, error) {
 	if err := v.refreshOrigin(context.Background(), n); err != nil {
 		return nil, err
 	}
-	v.nodesMu.Lock()
-	defer v.nodesMu.Unlock()
-	if old := v.nodes[ino]; old != nil { // cannot happen under v.mu.RLock, but be safe
-		old.opens++
-		return old, nil
-	}
-	n.opens = 1
-	v.nodes[ino] = n
 	return n, nil
 }
 

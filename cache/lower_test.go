@@ -143,3 +143,118 @@ func TestRefreshOriginDropsCount(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// gatedLower is a memLower whose next Stat, once armed, waits until the
+// test releases it.
+type gatedLower struct {
+	*memLower
+	mu      sync.Mutex
+	entered chan struct{} // closed when the armed Stat is called; guarded by mu
+	release chan struct{} // closed by the test to let it return; guarded by mu
+}
+
+// arm makes the next Stat wait: it closes the first channel returned when
+// it is called and returns once the test closes the second.
+func (l *gatedLower) arm() (entered <-chan struct{}, release chan<- struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.entered, l.release = make(chan struct{}), make(chan struct{})
+	return l.entered, l.release
+}
+
+func (l *gatedLower) Stat(ctx context.Context, origin string) (snapshot.Entry, error) {
+	l.mu.Lock()
+	entered, release := l.entered, l.release
+	l.entered, l.release = nil, nil
+	l.mu.Unlock()
+	if entered != nil {
+		close(entered)
+		<-release
+	}
+	return l.memLower.Stat(ctx, origin)
+}
+
+// TestConcurrentFirstOpen: two first opens of one file (not open yet)
+// whose origin changed on the host since it was last open share one load:
+// the second waits for the first one's refresh from the origin, instead
+// of loading and refreshing the file itself. Before the fix, the second
+// open refreshed it too, installed its node and copied a block up, and
+// then the first open's refresh dropped that copy — its data file removed
+// and the block cache's count of it gone, while the presence record kept
+// it: the cache counted 0 bytes for a present block, and once closed the
+// file read the block from no data file.
+func TestConcurrentFirstOpen(t *testing.T) {
+	ctx := context.Background()
+	lower := &gatedLower{memLower: &memLower{files: map[string][]byte{}, mtime: map[string]int64{}}}
+	lower.set("f", bytes.Repeat([]byte("o"), 10000), 1)
+	v := openVirtual(t, lower)
+	ino := must[Attr](t)(v.Lookup(ctx, RootIno, "f")).Ino
+	if _, err := v.Open(ctx, ino, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.fetch.Block(ctx, v.lookupNode(ino), 1); err != nil { // a copy-up: block 1 present
+		t.Fatal(err)
+	}
+	if err := v.Release(ctx, ino); err != nil {
+		t.Fatal(err)
+	}
+
+	want := bytes.Repeat([]byte("n"), 10000)
+	lower.set("f", want, 2)
+	entered, release := lower.arm()
+	first := make(chan error, 1)
+	go func() {
+		_, err := v.Open(ctx, ino, false)
+		first <- err
+	}()
+	<-entered // the first open is refreshing the file from its origin
+	second := make(chan error, 1)
+	go func() {
+		if _, err := v.Open(ctx, ino, false); err != nil {
+			second <- err
+			return
+		}
+		second <- v.fetch.Block(ctx, v.lookupNode(ino), 1) // a copy of the new bytes
+	}()
+	secondDone := false
+	select {
+	case err := <-second: // it did not wait for the first open's load
+		if err != nil {
+			t.Fatal(err)
+		}
+		secondDone = true
+	case <-time.After(500 * time.Millisecond): // waiting for it, as it must
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if !secondDone {
+		if err := <-second; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := v.openCount(ino); got != 2 {
+		t.Fatalf("two opens: %d users of the node", got)
+	}
+	for range 2 {
+		if err := v.Release(ctx, ino); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := v.blocks.Counted()[ino]; got != 4096 {
+		t.Errorf("block cache counts %d bytes for the file's present block 1, want 4096", got)
+	}
+	if err := v.checkInvariants(); err != nil {
+		t.Error(err)
+	}
+	a := must[Attr](t)(v.Open(ctx, ino, false))
+	buf := make([]byte, a.Size)
+	n, err := v.Read(ctx, ino, buf, 0)
+	if rerr := v.Release(ctx, ino); err == nil {
+		err = rerr
+	}
+	if err != nil || !bytes.Equal(buf[:n], want) {
+		t.Errorf("the file reads %d bytes (%v), right: %v; want the origin's new bytes", n, err, bytes.Equal(buf[:n], want))
+	}
+}

@@ -108,7 +108,8 @@ type Volume struct {
 	mu   sync.RWMutex // the namespace: exclusive for changes (and a checkpoint's freeze), shared for reads and data writes (lockData)
 
 	nodesMu sync.Mutex
-	nodes   map[uint64]*node // guarded by nodesMu
+	nodes   map[uint64]*node         // guarded by nodesMu
+	loading map[uint64]chan struct{} // guarded by nodesMu: files being loaded for their first open, closed when done (acquireNode)
 
 	seq atomic.Uint64 // op sequence for tree marks
 
@@ -197,6 +198,7 @@ func Open(ctx context.Context, opts Options) (*Volume, error) {
 		log:       opts.Logger.With("volume", opts.Repo.URL(), "branch", opts.Branch),
 		now:       opts.Clock,
 		nodes:     map[uint64]*node{},
+		loading:   map[uint64]chan struct{}{},
 		kick:      make(chan struct{}, 1),
 	}
 	v.ctx, v.cancel = context.WithCancel(context.Background())
