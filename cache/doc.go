@@ -56,9 +56,10 @@
 //   - cache/meta, the metadata database: Badger behind the write-behind
 //     layer and the read cache (meta.DB, its transactions), the key layout
 //     and the inode and dentry records with their encoding, a directory's
-//     listing (meta.ReadDir: ns's readdir and the Reconciler's), and the
-//     dirty set (the in-memory mirror of tree marks and dirty files,
-//     changed by a meta.Delta after its transaction commits). It imports
+//     listing (meta.ReadDir: ns's readdir, the Reconciler's and the
+//     Builder's), and the dirty set (the in-memory mirror of tree marks
+//     and dirty files, changed by a meta.Delta after its transaction
+//     commits). It imports
 //     neither this package nor cache/data, and knows no lock of the
 //     engine: the facade orders mark writers with markMu (marks.go).
 //   - cache/ns, the namespace on top of cache/meta: a change

@@ -111,13 +111,12 @@ func (b *Builder) Dir(txn *meta.Txn, r *meta.Inode, built map[uint64]Dir) (Dir, 
 		return Dir{Ref: r.Tree, SubFiles: r.SubFiles, SubBytes: r.SubBytes, Mod: r.Mod || !r.Tree.IsZero()}, nil
 	}
 	bd.Mod = r.Mod || !r.HasOrigin
-	prefix := meta.DentryPrefix(r.Ino)
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
-	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
-		name := string(it.Item().Key()[len(prefix):])
-		var child uint64
-		_ = it.Item().Value(func(val []byte) error { child = meta.U64(val); return nil })
+	dentries, err := meta.ReadDir(txn, r.Ino)
+	if err != nil {
+		return bd, fmt.Errorf("directory %d: %w", r.Ino, err)
+	}
+	for _, de := range dentries {
+		name, child := de.Name, de.Ino
 		cr, ok, err := b.Record(txn, child)
 		if err == nil && !ok {
 			err = fmt.Errorf("inode %d has no record: %w", child, ErrInconsistent)
