@@ -396,7 +396,10 @@ func inconsistentErr(err error) error {
 }
 
 // recOf returns the current record of ino: an open file's in-memory one or
-// the stored one; false if it has none. Caller holds v.mu.
+// the stored one; false if it has none. Caller holds v.mu, and not
+// markMu: an open file's record is read under its n.mu (shared), which
+// comes before markMu (commit.Applier reads the rebuilt directories'
+// records before it takes markMu).
 func (v *Volume) recOf(txn *meta.Txn, ino uint64) (*meta.Inode, bool, error) {
 	if n := v.lookupNode(ino); n != nil {
 		n.mu.RLock()

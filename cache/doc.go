@@ -87,7 +87,8 @@
 //     Builder (which directories a checkpoint rebuilds, deepest first:
 //     Plan; trees, file entries, the link table and the root, from meta
 //     records; it reads an open file's record back through Record, recOf
-//     here; the rebuilt directories' records apply writes: ApplyTrees),
+//     here; the rebuilt directories' records apply writes: DirRecords,
+//     ApplyTrees),
 //     the Capture (a file's dirty blocks read into the Uploader through
 //     commit.File, which node implements here; the blocks a commit covers
 //     and the records apply writes for them: Clean, Cover), the Applier
@@ -218,7 +219,15 @@
 // node.mu (ns.Host.LockOpen) and then markMu (ns.Host.CommitMarked)
 // through its Host; cache/commit's Applier, run under Volume.mu, takes
 // node.mu (commit.Files.Hold) and markMu (Files.Update, Applier.Marks),
-// one file's lock at a time and markMu after it; data.Fetcher.Read takes
+// one file's lock at a time and markMu after it, and reads the rebuilt
+// directories' records (Builder.Record: recOf, node.mu shared for an open
+// file) before it takes markMu for their trees, under which it takes no
+// other lock of the engine (a directory is never an open file — nodes
+// are regular files, loadNode, and inode numbers are never reused — so
+// recOf would take none there anyway); its Reconciler, under Volume.mu
+// too, holds one file at a time (Files.Hold: node.mu) and takes markMu
+// within it (Files.Update; a pinned file's refill persists the node);
+// data.Fetcher.Read takes
 // node.mu (through data.Held) and LockToWrite and LockToCut the lock the
 // facade gives them (dataLock: Volume.mu shared, then node.mu), never
 // while a chunk is fetched.

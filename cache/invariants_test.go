@@ -24,8 +24,8 @@ import (
 // (meta.DB.CheckInvariants), the dirty set mirrors exactly the tree marks
 // and the dirty-file index in the database (meta.DirtySet.CheckInvariants),
 // the block cache's own invariants (data.Cache.CheckInvariants) hold, and so
-// do every open file's (data.File.CheckInvariants, with the block cache's
-// count of it), whose present blocks are those of its presence record
+// do every open file's, which is a regular file (data.File.CheckInvariants,
+// with the block cache's count of it), whose present blocks are those of its presence record
 // unless it has changes not yet persisted; every closed file's presence
 // record agrees with its inode record and the block cache's count of it
 // (checkClosedFiles); every block generation names a dirty block
@@ -61,8 +61,8 @@ func (v *Volume) checkInvariants() error {
 	return v.dirty.CheckInvariants(v.db)
 }
 
-// checkOpenFiles checks the data state of every open file against its
-// record and its presence record. Caller holds v.mu exclusively (node.mu
+// checkOpenFiles checks that every open file is a regular file, and its
+// data state against its record and its presence record. Caller holds v.mu exclusively (node.mu
 // comes after it in the lock order).
 func (v *Volume) checkOpenFiles() error {
 	v.nodesMu.Lock()
@@ -71,6 +71,11 @@ func (v *Volume) checkOpenFiles() error {
 	for _, n := range nodes {
 		n.mu.RLock()
 		err := n.d.CheckInvariants(n.Layout())
+		if err == nil && n.rec.Type != snapshot.TypeFile {
+			// A directory is never an open file: what makes recOf take
+			// no node.mu for one (commit.Applier's directories).
+			err = fmt.Errorf("file %d: an open node of type %v; nodes are regular files", n.ino, n.rec.Type)
+		}
 		if err == nil && !n.d.PresenceDirty() {
 			var stored []uint64
 			err = v.db.View(func(txn *meta.Txn) error {

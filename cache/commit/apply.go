@@ -64,12 +64,19 @@ type Applier struct {
 // (Files.Hold) and its covered blocks marked clean (Capture.Cover): an
 // open file's in a transaction of its own, under its lock (its writer may
 // be waiting), the others, which cannot change meanwhile, in one batch.
-// Then, under Marks, so that no mark is written between reading and
-// clearing it, the directories of dirs get their trees (ApplyTrees), with
-// the marks the freeze saw (up to sequence seq) cleared; once those are
-// staged, state moves the volume's state to the commit (in memory, even if
-// the batch fails later: the commit is written) and returns the write that
-// stores it, last in the same batch.
+// Then the records of the directories of dirs are read (DirRecords), and,
+// under Marks, so that no mark is written between reading and clearing
+// it, they get their trees (ApplyTrees), with the marks the freeze saw
+// (up to sequence seq) cleared; once those are staged, state moves the
+// volume's state to the commit (in memory, even if the batch fails later:
+// the commit is written) and returns the write that stores it, last in
+// the same batch.
+//
+// Nothing under Marks takes a file's lock, which comes before the mark
+// lock in the facade's lock order: the records are read before it, since
+// Builder.Record may take an open file's lock. (It takes none for a
+// directory, which is never an open file, but the order does not rest on
+// that.)
 func (a *Applier) Apply(dirs map[uint64]Dir, linkTable bool, seq uint64, state func() func(*meta.Txn) error) error {
 	fb := meta.NewBatch(a.DB)
 	fd := &meta.Delta{}
@@ -84,6 +91,15 @@ func (a *Applier) Apply(dirs map[uint64]Dir, linkTable bool, seq uint64, state f
 	}
 	a.Dirty.Apply(fd)
 
+	var recs map[uint64]*meta.Inode
+	err := a.DB.View(func(txn *meta.Txn) error {
+		var err error
+		recs, err = a.Builder.DirRecords(txn, dirs)
+		return err
+	})
+	if err != nil {
+		return err
+	}
 	a.Marks.Lock()
 	defer a.Marks.Unlock()
 	wb := meta.NewBatch(a.DB)
@@ -94,13 +110,7 @@ func (a *Applier) Apply(dirs map[uint64]Dir, linkTable bool, seq uint64, state f
 	}
 	// The directories' new trees; marks the commit covers are cleared in
 	// the same transaction as the tree they describe.
-	err := a.DB.View(func(txn *meta.Txn) error {
-		return a.Builder.ApplyTrees(txn, dirs, linkTable, covered, d, wb.Op)
-	})
-	if err != nil {
-		wb.Discard()
-		return err
-	}
+	ApplyTrees(recs, linkTable, covered, d, wb.Op)
 	wb.Op(state())
 	if err := wb.Flush(); err != nil {
 		return err
@@ -165,22 +175,33 @@ func (c *Capture) Cover(r *meta.Inode, present map[uint64]bool, blocks []uint64)
 	}, cached
 }
 
-// ApplyTrees writes through op the records of the directories of dirs
-// (the trees this checkpoint built) that still have one (read in txn
-// through Record), each with its new tree and totals, and, in the same
-// write, clears its tree mark if covered says the commit covers it; then
-// the link table's mark, if linkTable (it was rebuilt) and covered. d
-// records the marks cleared, for the dirty set once op's writes commit.
-func (b *Builder) ApplyTrees(txn *meta.Txn, dirs map[uint64]Dir, linkTable bool, covered func(dir uint64) bool, d *meta.Delta, op func(func(*meta.Txn) error)) error {
+// DirRecords returns the records of the directories of dirs (the trees
+// this checkpoint built) that still have one, read in txn through Record,
+// each with its new tree and totals: what ApplyTrees writes.
+func (b *Builder) DirRecords(txn *meta.Txn, dirs map[uint64]Dir) (map[uint64]*meta.Inode, error) {
+	recs := make(map[uint64]*meta.Inode, len(dirs))
 	for ino, bd := range dirs {
 		r, ok, err := b.Record(txn, ino)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if !ok {
 			continue // deleted since the freeze
 		}
 		r.Tree, r.SubFiles, r.SubBytes = bd.Ref, bd.SubFiles, bd.SubBytes
+		recs[ino] = r
+	}
+	return recs, nil
+}
+
+// ApplyTrees writes through op the directory records recs (DirRecords)
+// and, in the same write as each, clears its tree mark if covered says
+// the commit covers it; then the link table's mark, if linkTable (it was
+// rebuilt) and covered. d records the marks cleared, for the dirty set
+// once op's writes commit. It reads nothing and takes no lock: the
+// Applier calls it under the mark lock.
+func ApplyTrees(recs map[uint64]*meta.Inode, linkTable bool, covered func(dir uint64) bool, d *meta.Delta, op func(func(*meta.Txn) error)) {
+	for ino, r := range recs {
 		rec, done := meta.EncodeInode(r), covered(ino)
 		op(func(t *meta.Txn) error {
 			if err := t.Set(meta.Key64(meta.PrefixInode, ino), rec); err != nil {
@@ -195,5 +216,4 @@ func (b *Builder) ApplyTrees(txn *meta.Txn, dirs map[uint64]Dir, linkTable bool,
 	if linkTable && covered(meta.LinkTableDir) {
 		op(func(t *meta.Txn) error { return meta.ClearMark(t, d, meta.LinkTableDir) })
 	}
-	return nil
 }

@@ -116,16 +116,20 @@ func TestApplyTrees(t *testing.T) {
 		d := &meta.Delta{}
 		txn := db.NewTransaction(true)
 		defer txn.Discard()
+		var recs map[uint64]*meta.Inode
 		err := db.View(func(view *meta.Txn) error {
-			return b.ApplyTrees(view, built, linkTable, covered, d, func(f func(*meta.Txn) error) {
-				if err := f(txn); err != nil {
-					t.Fatal(err)
-				}
-			})
+			var err error
+			recs, err = b.DirRecords(view, built)
+			return err
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
+		ApplyTrees(recs, linkTable, covered, d, func(f func(*meta.Txn) error) {
+			if err := f(txn); err != nil {
+				t.Fatal(err)
+			}
+		})
 		if err := txn.Commit(); err != nil {
 			t.Fatal(err)
 		}
@@ -232,7 +236,8 @@ func (l *fakeLock) Unlock() { l.locked = false; l.mu.Unlock() }
 // write of its own and in its record in memory, a closed file's in the
 // batch — and present, counted by the block cache; a block written since
 // its capture stays dirty; a covered directory mark is cleared under the
-// mark lock, and the state is written there, last; every hold is released.
+// mark lock, and the state is written there, last, while the directories'
+// records are read before it; every hold is released.
 func TestApply(t *testing.T) {
 	db := openDB(t)
 	c, _ := newCapture(t)
@@ -269,6 +274,11 @@ func TestApply(t *testing.T) {
 	ff := &fakeFiles{db: db, src: src, open: map[uint64]*meta.Inode{7: open.r.Clone()},
 		data: map[uint64]*data.File{7: data.NewFile(src, 7, nil, nil)}, marks: &fakeLock{}}
 	b, _ := newBuilder(t)
+	recordLocked := false // Record called under the mark lock (it may take a file's lock)
+	b.Record = func(txn *meta.Txn, ino uint64) (*meta.Inode, bool, error) {
+		recordLocked = recordLocked || ff.marks.locked
+		return storedRecord(txn, ino)
+	}
 	a := &Applier{DB: db, Dirty: &dirty, Marks: ff.marks, Files: ff, Capture: c, Builder: b}
 	stateLocked := false
 	err = a.Apply(map[uint64]Dir{2: {Ref: snapshot.BlobRef{Offset: 2, Length: 1}}}, false, 3, func() func(*meta.Txn) error {
@@ -315,6 +325,9 @@ func TestApply(t *testing.T) {
 	}
 	if !stateLocked {
 		t.Error("the state was written without the mark lock")
+	}
+	if recordLocked {
+		t.Error("a directory's record was read under the mark lock (Builder.Record may take an open file's lock, which comes first)")
 	}
 	if files := dirty.FileList(); !slices.Equal(files, []uint64{7}) {
 		t.Errorf("dirty files %v; want [7]", files)

@@ -24,10 +24,11 @@
 //     namespace lock) and its covered blocks made clean (Cover) — an open
 //     file's in a transaction of its own before its lock is released, the
 //     others in one meta.Batch — with their bytes kept as cache
-//     (data.File.AddPresent); then, under the facade's mark lock, the built
-//     trees written into their directories' records with the tree marks
-//     the commit covers cleared in the same write (Builder.ApplyTrees),
-//     and the volume's state last;
+//     (data.File.AddPresent); then the rebuilt directories' records read
+//     (Builder.DirRecords, before the mark lock: Record may take an open
+//     file's lock, which comes first) and, under the facade's mark lock,
+//     written with their built trees and the tree marks the commit covers
+//     cleared in the same write (ApplyTrees), and the volume's state last;
 //   - Diverge (diverge.go): a commit that lost its number to another
 //     writer, saved as the first commit of a new branch;
 //   - Stats (stats.go): what the last checkpoint and lease renewal did,
