@@ -414,11 +414,11 @@ func (v *Volume) recOf(txn *meta.Txn, ino uint64) (*meta.Inode, bool, error) {
 }
 
 // heldFile is a file held for the committer (commit.HeldFile: a
-// checkpoint's apply, a reconcile's live.UpdateFile): an open file's node,
-// locked until Release, or, for a file not open, a node of its record and
-// the present blocks its presence record lists (not its inline bytes),
-// which nothing else can find (it is not registered, and the caller holds
-// v.mu exclusively, so the file cannot open meanwhile).
+// checkpoint's apply, a reconcile's file brought to its target entry): an
+// open file's node, locked until Release, or, for a file not open, a node
+// of its record and the present blocks its presence record lists (not its
+// inline bytes), which nothing else can find (it is not registered, and
+// the caller holds v.mu exclusively, so the file cannot open meanwhile).
 type heldFile struct {
 	n    *node
 	open bool
@@ -437,6 +437,10 @@ func (h heldFile) SetRecord(r *meta.Inode, stored bool) {
 		h.n.memDirty = false
 	}
 }
+
+// Refill installs a reconcile's fetched chunks into a pinned open file
+// (refillPinned).
+func (h heldFile) Refill(chunks map[uint64][]byte) error { return h.n.v.refillPinned(h.n, chunks) }
 
 // Release unlocks an open file's node, or closes the data file a node
 // read from the records may have opened.

@@ -105,10 +105,12 @@
 //     read-only volume's follow: the walk of the trees and the records it
 //     writes; what it needs beyond records it asks through commit.Live,
 //     which reconcile.go implements here: inode numbers, the lower's
-//     listings, a file brought to its new entry with its local bytes
-//     (held as for apply; data.File.Replace drops what changed) and a
-//     pinned file's refill, an open file made an orphan, the data of a
-//     dropped inode). Its ErrInconsistent is reported here as ErrIO.
+//     listings, a file held as for apply (commit.Files, which commit.Live
+//     embeds), which the Reconciler brings to its new entry with its
+//     local bytes (data.File.Replace drops what changed), the data side's
+//     adapters of a record and a transaction, a pinned file's fetch and
+//     refill, an open file made an orphan, the data of a dropped inode).
+//     Its ErrInconsistent is reported here as ErrIO.
 //
 // The lower layer of a virtual workspace is an interface here (Lower, in
 // lower.go): overlay.HostDir implements it, and what reading through a
@@ -138,8 +140,8 @@
 // presence persisted), and the rest of the committer: a checkpoint's
 // phases, which files a capture reads, the freeze, a file held for the
 // committer (heldFile, holdFile: checkpoint.go), the switch to a commit,
-// the committer's commit.Live and commit.Files (live) and following a
-// branch (reconcile.go), and history (history.go).
+// the committer's hooks (live: commit.Live and commit.Files) and
+// following a branch (reconcile.go), and history (history.go).
 //
 // The namespace lock (Volume.mu) stays one lock after the split. It is
 // taken

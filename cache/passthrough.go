@@ -30,8 +30,9 @@ import (
 //     (data.File.GrowPinned), so the kernel reads zeros up to the new size;
 //   - a reconcile (restore, discard, a read-only mount following its
 //     branch) fetches the new chunks of a pinned file before it changes
-//     anything and writes them into the same data file (live.UpdateFile,
-//     fetchPinned, refillPinned) instead of forgetting them;
+//     anything and writes them into the same data file (the Reconciler of
+//     cache/commit through live: fetchPinned, refillPinned) instead of
+//     forgetting them;
 //   - a pinned file is never inline (inline files are never pinned, and a
 //     reconcile keeps a pinned file out of the database);
 //   - removing the file (unlink, a reconcile dropping it) removes the data

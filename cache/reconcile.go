@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/agentfs/agentfs/cache/commit"
+	"github.com/agentfs/agentfs/cache/data"
 	"github.com/agentfs/agentfs/cache/meta"
 	"github.com/agentfs/agentfs/snapshot"
 )
@@ -106,9 +106,10 @@ func (v *Volume) switchToLocked(ctx context.Context, c snapshot.Commit) error {
 
 // live is the live namespace as the committer reaches it: for a
 // commit.Reconciler (commit.Live) the inode allocator, the lower layer,
-// the open files and the data side, and for both it and a checkpoint's
-// commit.Applier the files held while they change (commit.Files). Its
-// methods run under v.mu, held exclusively by switchToLocked and apply.
+// the open files and the data side's adapters and fetches, and for both
+// it and a checkpoint's commit.Applier the files held while they change
+// and the mark-ordered update (commit.Files). Its methods run under v.mu,
+// held exclusively by switchToLocked and apply.
 type live struct{ v *Volume }
 
 func (l live) AllocIno() (uint64, error) { return l.v.allocIno() }
@@ -126,6 +127,14 @@ func (l live) Entries(ctx context.Context, tree snapshot.BlobRef, hasOrigin bool
 }
 
 func (l live) Update(fn func(txn *meta.Txn, d *meta.Delta) error) error { return l.v.update(fn) }
+
+func (l live) Layout(r *meta.Inode) data.Layout { return layout{r} }
+
+func (l live) Records(txn *meta.Txn) data.Records { return records{txn} }
+
+func (l live) FetchPinned(ctx context.Context, ino uint64, e *snapshot.Entry, keep map[uint64]bool) (map[uint64][]byte, error) {
+	return l.v.fetchPinned(ctx, ino, e, keep)
+}
 
 func (l live) DropData(ino uint64) { l.v.dropData(ino) }
 
@@ -160,80 +169,6 @@ func (l live) Orphan(ino uint64) (bool, error) {
 
 // Hold implements commit.Files (holdFile).
 func (l live) Hold(ino uint64) (commit.HeldFile, bool, error) { return l.v.holdFile(ino) }
-
-// UpdateFile implements commit.Live: local bytes of blocks whose chunk
-// changed are forgotten (data.File.Replace), and those of a pinned file
-// are fetched again (passthrough.go).
-func (l live) UpdateFile(ctx context.Context, ino uint64, e *snapshot.Entry) (bool, error) {
-	v := l.v
-	h, ok, err := v.holdFile(ino)
-	if err != nil {
-		return false, err
-	}
-	if !ok {
-		return false, fmt.Errorf("update inode %d: %w", ino, ErrNotFound)
-	}
-	defer h.Release()
-	r, d := h.Record(), h.Data()
-	same := commit.SameAttrs(r, e) && r.Size == e.Size && r.Nlink == e.Nlink && len(r.Dirty) == 0 &&
-		slices.Equal(r.Chunks, e.Chunks)
-	if same {
-		return false, nil
-	}
-	// Keep cached bytes of the blocks whose chunk is unchanged, unless the
-	// file moves between inline and data-file storage.
-	wasInline := r.Inline
-	pinned := d.Pinned() // its data file stays whole (passthrough.go)
-	newInline := r.Type == snapshot.TypeFile && e.Size <= v.inlineMax && !pinned
-	keep := map[uint64]bool{}
-	for _, c := range e.Chunks {
-		if ref, ok := r.Chunk(c.Index); ok && ref == c.Ref && d.IsPresent(c.Index) && !r.IsDirty(c.Index) && newInline == wasInline {
-			keep[c.Index] = true
-		}
-	}
-	var refill map[uint64][]byte
-	if pinned {
-		if refill, err = v.fetchPinned(ctx, ino, e, keep); err != nil {
-			return false, err
-		}
-	}
-	for _, b := range r.Dirty {
-		v.gens.Forget(ino, b)
-	}
-	if r.Type == snapshot.TypeFile {
-		if err := d.Replace(layout{r}, keep, e.Size); err != nil {
-			return false, err
-		}
-	}
-	commit.SetAttrs(r, e)
-	r.Size, r.Nlink, r.Chunks, r.Dirty, r.Inline = e.Size, e.Nlink, slices.Clone(e.Chunks), nil, newInline
-	err = v.update(func(txn *meta.Txn, md *meta.Delta) error {
-		if err := txn.Set(meta.Key64(meta.PrefixInode, ino), meta.EncodeInode(r)); err != nil {
-			return err
-		}
-		if err := meta.SetFileDirty(txn, md, ino, false); err != nil {
-			return err
-		}
-		if (r.Inline || wasInline) && !keep[0] {
-			if err := txn.Delete(meta.Key64(meta.PrefixInline, ino)); err != nil {
-				return err
-			}
-		}
-		// The presence as Replace left it and, for an inline file whose
-		// block 0 stays, its bytes, which a fetch may have installed
-		// without storing them yet (a presence listing block 0 needs them).
-		return d.Persist(layout{r}, records{txn})
-	})
-	if err != nil {
-		return false, err
-	}
-	h.SetRecord(r, true)
-	d.Persisted()
-	if pinned {
-		return true, v.refillPinned(h.n, refill)
-	}
-	return true, nil
-}
 
 // followLoop keeps a read-only volume at its branch head.
 func (v *Volume) followLoop() {

@@ -12,16 +12,18 @@ import (
 // caller holds, reaching the facade's files through Files.
 
 // Files is how the committer holds the facade's files while it changes
-// their records and local data (phase D's Apply, and the facade's own
-// Live.UpdateFile): a file held stays still until released — an open
-// file with its lock taken, one not open kept from opening by the
-// namespace lock that the caller holds.
+// their records and local data (phase D's Apply, and a Reconciler's file
+// brought to its target entry, through Live, which embeds it): a file
+// held stays still until released — an open file with its lock taken,
+// one not open kept from opening by the namespace lock that the caller
+// holds. It is also the committer's one mark-ordered update.
 type Files interface {
 	// Hold holds file ino; false (nothing held) if it has no record.
 	Hold(ino uint64) (HeldFile, bool, error)
 	// Update runs fn in a transaction ordered against mark writers and
-	// the clearing of marks, and applies d to the dirty set once it
-	// commits.
+	// the clearing of marks (it takes the facade's mark lock, which comes
+	// after a file's lock: an open file may be held meanwhile), and
+	// applies d to the dirty set once it commits.
 	Update(fn func(txn *meta.Txn, d *meta.Delta) error) error
 }
 
@@ -43,6 +45,10 @@ type HeldFile interface {
 	// database must hold of it (nothing waits to be persisted). Nothing
 	// for a file not open.
 	SetRecord(r *meta.Inode, stored bool)
+	// Refill installs chunks (by block) into the data file of a pinned
+	// open file whose record is already the new one (SetRecord), and
+	// stores its presence.
+	Refill(chunks map[uint64][]byte) error
 	// Release ends the hold.
 	Release()
 }

@@ -1,6 +1,7 @@
 package commit
 
 import (
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -174,11 +175,13 @@ func TestApplyTrees(t *testing.T) {
 type fakeFiles struct {
 	db      *meta.DB
 	src     *data.Sources
+	dirty   *meta.DirtySet         // if not nil, Update applies its deltas to it
 	open    map[uint64]*meta.Inode // the open files' records
 	data    map[uint64]*data.File
-	marks   *fakeLock
-	updates []bool // each Update call: whether the mark lock was free
-	held    int    // holds not released
+	marks   *fakeLock // if not nil, each Update records whether it was free
+	updates []bool    // each Update call: whether the mark lock was free
+	updated []uint64  // the files whose record SetRecord stored
+	held    int       // holds not released
 }
 
 func (f *fakeFiles) Hold(ino uint64) (HeldFile, bool, error) {
@@ -201,9 +204,17 @@ func (f *fakeFiles) Hold(ino uint64) (HeldFile, bool, error) {
 }
 
 func (f *fakeFiles) Update(fn func(*meta.Txn, *meta.Delta) error) error {
-	f.updates = append(f.updates, !f.marks.locked)
+	if f.marks != nil {
+		f.updates = append(f.updates, !f.marks.locked)
+	}
 	d := &meta.Delta{}
-	return f.db.Update(func(txn *meta.Txn) error { return fn(txn, d) })
+	if err := f.db.Update(func(txn *meta.Txn) error { return fn(txn, d) }); err != nil {
+		return err
+	}
+	if f.dirty != nil {
+		f.dirty.Apply(d)
+	}
+	return nil
 }
 
 type fakeHeld struct {
@@ -218,10 +229,15 @@ func (h *fakeHeld) Data() *data.File    { return h.d }
 func (h *fakeHeld) Open() bool          { return h.open }
 func (h *fakeHeld) Release()            { h.f.held-- }
 func (h *fakeHeld) SetRecord(r *meta.Inode, stored bool) {
+	if stored {
+		h.f.updated = append(h.f.updated, r.Ino)
+	}
 	if h.open {
 		h.f.open[r.Ino] = r
 	}
 }
+
+func (h *fakeHeld) Refill(map[uint64][]byte) error { return errors.New("no file is pinned here") }
 
 // fakeLock is a mark lock that says whether it is held.
 type fakeLock struct {

@@ -36,14 +36,19 @@
 //   - the Reconciler (reconcile.go): another commit's link table and tree
 //     applied to the live namespace (switch, restore, follow), keeping
 //     every inode number of a path that stays, and what the kernel must
-//     be told; it reaches what is not records (inode numbers, the lower's
-//     listings, the open files, the data side) through Live.
+//     be told; a file whose entry changed is held as phase D holds its
+//     files (Live embeds Files) and brought to its new entry with its
+//     local bytes (data.File.Replace drops the blocks whose chunk changed;
+//     a pinned file's are fetched again and refilled); what is not records
+//     (inode numbers, the lower's listings, the open files, the data
+//     side's record adapters and fetches) it reaches through Live.
 //
 // The facade (package cache) implements File for its open files (a node:
 // its record and local bytes under its lock) and for a file read from its
 // records; it reads its open files' records for the Builder through
-// Builder.Record. It implements Files (a file held: HeldFile) for the
-// Applier and for its own Live.UpdateFile, and Live for the Reconciler.
+// Builder.Record. It implements Files (a file held: HeldFile, and the
+// mark-ordered Update) for the Applier, and Live, which embeds Files, for
+// the Reconciler.
 // It still runs the checkpoint's phases (which files, the freeze, phase D
 // under the namespace lock), the switch (the namespace lock around
 // Reconcile, the marks cleared after it) and history. See

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
+	"github.com/agentfs/agentfs/cache/data"
 	"github.com/agentfs/agentfs/cache/meta"
 	"github.com/agentfs/agentfs/snapshot"
 )
@@ -15,9 +16,11 @@ import (
 // Live is the live namespace as the facade holds it, for what a
 // Reconciler cannot do with the records alone: inode numbers, a target
 // directory's entries (its tree, or the lower layer's listing), the open
-// files and the data side. The Reconciler calls it with the namespace
-// lock held exclusively by its caller.
+// files and the data side. Its files are held as a checkpoint's apply
+// holds them (Files: Hold, and the mark-ordered Update). The Reconciler
+// calls it with the namespace lock held exclusively by its caller.
 type Live interface {
+	Files
 	// AllocIno returns a fresh inode number.
 	AllocIno() (uint64, error)
 	// Record returns the stored record of ino; false if it has none.
@@ -26,11 +29,15 @@ type Live interface {
 	// tree's, or, for a directory of the lower layer not materialized (a
 	// zero tree with an origin), the lower's listing of origin.
 	Entries(ctx context.Context, tree snapshot.BlobRef, hasOrigin bool, origin string) ([]snapshot.Entry, error)
-	// UpdateFile makes non-directory ino match target entry e (see
-	// SameAttrs, SetAttrs), keeping its inode number, an open file's node
-	// and the local bytes of blocks whose chunk is unchanged, and reports
-	// whether anything changed.
-	UpdateFile(ctx context.Context, ino uint64, e *snapshot.Entry) (bool, error)
+	// Layout returns record r as the data side reads a file's record.
+	Layout(r *meta.Inode) data.Layout
+	// Records returns txn as the data side writes a file's records (its
+	// inline bytes and presence record).
+	Records(txn *meta.Txn) data.Records
+	// FetchPinned fetches the chunks of entry e not in keep, by block,
+	// for pinned file ino, whose data file must stay whole (HeldFile.Refill
+	// installs them once its record is e's).
+	FetchPinned(ctx context.Context, ino uint64, e *snapshot.Entry, keep map[uint64]bool) (map[uint64][]byte, error)
 	// Orphan makes ino, whose last name is gone, an orphan if a user holds
 	// it open: its record says it has no name, and it is deleted at its
 	// last release. It reports whether ino was open (its records stay).
@@ -38,10 +45,6 @@ type Live interface {
 	// DropData removes the local data of ino, whose records are deleted,
 	// once that deletion is durable.
 	DropData(ino uint64)
-	// Update runs fn in a transaction that may write tree marks and the
-	// dirty-file index (ordered against a checkpoint's clearing of them),
-	// and applies d to the dirty set once it commits.
-	Update(fn func(txn *meta.Txn, d *meta.Delta) error) error
 }
 
 // Invalidation is a change a Reconciler made that the kernel must be told
@@ -339,9 +342,12 @@ func SetAttrs(r *meta.Inode, e *snapshot.Entry) {
 	r.Rdev, r.Target, r.Xattrs = e.Rdev, e.Target, slices.Clone(e.Xattrs)
 }
 
-// updateFile makes non-directory ino match entry e (Live.UpdateFile).
+// updateFile makes non-directory ino match target entry e (see
+// SameAttrs, SetAttrs), keeping its inode number, an open file's node and
+// the local bytes of blocks whose chunk is unchanged, and tells the kernel
+// if anything changed.
 func (rc *reconcile) updateFile(ino uint64, e *snapshot.Entry) error {
-	changed, err := rc.Live.UpdateFile(rc.ctx, ino, e)
+	changed, err := rc.fileTo(ino, e)
 	if err != nil {
 		return err
 	}
@@ -349,6 +355,93 @@ func (rc *reconcile) updateFile(ino uint64, e *snapshot.Entry) error {
 		rc.inode(ino)
 	}
 	return nil
+}
+
+// fileTo brings file ino, held through Live.Hold, to entry e and reports
+// whether anything changed: the local bytes of blocks whose chunk changed
+// are dropped (data.File.Replace), those of a pinned file fetched again
+// first (Live.FetchPinned) and installed last (HeldFile.Refill), and the
+// record, stored in a mark-ordered update with the data state's records,
+// becomes an open file's record in memory too.
+func (rc *reconcile) fileTo(ino uint64, e *snapshot.Entry) (bool, error) {
+	h, ok, err := rc.Live.Hold(ino)
+	if err == nil && !ok {
+		err = fmt.Errorf("inode %d has no record: %w", ino, ErrInconsistent)
+	}
+	if err != nil {
+		return false, err
+	}
+	defer h.Release()
+	r, d := h.Record(), h.Data()
+	if SameAttrs(r, e) && r.Size == e.Size && r.Nlink == e.Nlink && len(r.Dirty) == 0 && slices.Equal(r.Chunks, e.Chunks) {
+		return false, nil
+	}
+	wasInline := r.Inline
+	pinned := d.Pinned() // its data file stays whole
+	newInline := r.Type == snapshot.TypeFile && e.Size <= rc.InlineMax && !pinned
+	keep := keptBlocks(r, d, e, newInline == wasInline)
+	var refill map[uint64][]byte
+	if pinned {
+		if refill, err = rc.Live.FetchPinned(rc.ctx, ino, e, keep); err != nil {
+			return false, err
+		}
+	}
+	for _, b := range r.Dirty {
+		rc.Gens.Forget(ino, b)
+	}
+	if r.Type == snapshot.TypeFile {
+		if err := d.Replace(rc.Live.Layout(r), keep, e.Size); err != nil {
+			return false, err
+		}
+	}
+	SetAttrs(r, e)
+	r.Size, r.Nlink, r.Chunks, r.Dirty, r.Inline = e.Size, e.Nlink, slices.Clone(e.Chunks), nil, newInline
+	if err := rc.Live.Update(rc.storeFile(r, d, wasInline, keep[0])); err != nil {
+		return false, err
+	}
+	h.SetRecord(r, true)
+	d.Persisted()
+	if pinned {
+		return true, h.Refill(refill)
+	}
+	return true, nil
+}
+
+// keptBlocks returns the blocks of file record r whose local bytes stay
+// when r becomes entry e: those present, clean and with an unchanged
+// chunk, unless the file moves between inline and data-file storage
+// (sameStorage false).
+func keptBlocks(r *meta.Inode, d *data.File, e *snapshot.Entry, sameStorage bool) map[uint64]bool {
+	keep := map[uint64]bool{}
+	for _, c := range e.Chunks {
+		if ref, ok := r.Chunk(c.Index); ok && ref == c.Ref && d.IsPresent(c.Index) && !r.IsDirty(c.Index) && sameStorage {
+			keep[c.Index] = true
+		}
+	}
+	return keep
+}
+
+// storeFile returns the write of file record r, brought to its target
+// entry, with d's records as d.Replace left them: the record, no longer a
+// dirty file; the inline bytes deleted if the file was or is inline and
+// block 0 is not kept (keep0); the presence and, for an inline file whose
+// block 0 stays, its bytes, which a fetch may have installed without
+// storing them yet (a presence listing block 0 needs them).
+func (rc *reconcile) storeFile(r *meta.Inode, d *data.File, wasInline, keep0 bool) func(*meta.Txn, *meta.Delta) error {
+	return func(txn *meta.Txn, md *meta.Delta) error {
+		if err := txn.Set(meta.Key64(meta.PrefixInode, r.Ino), meta.EncodeInode(r)); err != nil {
+			return err
+		}
+		if err := meta.SetFileDirty(txn, md, r.Ino, false); err != nil {
+			return err
+		}
+		if (r.Inline || wasInline) && !keep0 {
+			if err := txn.Delete(meta.Key64(meta.PrefixInline, r.Ino)); err != nil {
+				return err
+			}
+		}
+		return d.Persist(rc.Live.Layout(r), rc.Live.Records(txn))
+	}
 }
 
 // addEntry creates the record of target entry e in directory dir.

@@ -2,24 +2,26 @@ package commit
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/agentfs/agentfs/cache/data"
 	"github.com/agentfs/agentfs/cache/meta"
 	"github.com/agentfs/agentfs/snapshot"
 )
 
-// fakeLive is a Live over the stored records alone: files are updated in
-// their records, the open ones are listed, and what it was asked to do is
-// recorded.
+// fakeLive is a Live over the stored records alone: its files are held
+// as fakeFiles holds them (updated lists the files whose record a
+// reconcile changed), the open ones are listed, and what it was asked to
+// do is recorded.
 type fakeLive struct {
-	db      *meta.DB
+	*fakeFiles
 	repo    *snapshot.Repo
-	dirty   *meta.DirtySet
 	next    uint64
-	open    map[uint64]bool
-	updated []uint64
+	users   map[uint64]bool // the files a user holds open
 	orphans []uint64
 	dropped []uint64
 }
@@ -45,19 +47,16 @@ func (l *fakeLive) Entries(ctx context.Context, tree snapshot.BlobRef, _ bool, _
 	return snapshot.DecodeTree(b)
 }
 
-func (l *fakeLive) UpdateFile(_ context.Context, ino uint64, e *snapshot.Entry) (bool, error) {
-	r, _, err := l.Record(ino)
-	if err != nil || (SameAttrs(r, e) && r.Size == e.Size && slices.Equal(r.Chunks, e.Chunks)) {
-		return false, err
-	}
-	SetAttrs(r, e)
-	r.Size, r.Chunks, r.Dirty = e.Size, e.Chunks, nil
-	l.updated = append(l.updated, ino)
-	return true, l.db.Update(func(txn *meta.Txn) error { return txn.Set(meta.Key64(meta.PrefixInode, ino), meta.EncodeInode(r)) })
+func (l *fakeLive) Layout(r *meta.Inode) data.Layout { return testLayout{r} }
+
+func (l *fakeLive) Records(txn *meta.Txn) data.Records { return testRecords{txn} }
+
+func (l *fakeLive) FetchPinned(context.Context, uint64, *snapshot.Entry, map[uint64]bool) (map[uint64][]byte, error) {
+	return nil, errors.New("no file is pinned here")
 }
 
 func (l *fakeLive) Orphan(ino uint64) (bool, error) {
-	if !l.open[ino] {
+	if !l.users[ino] {
 		return false, nil
 	}
 	l.orphans = append(l.orphans, ino)
@@ -66,13 +65,33 @@ func (l *fakeLive) Orphan(ino uint64) (bool, error) {
 
 func (l *fakeLive) DropData(ino uint64) { l.dropped = append(l.dropped, ino) }
 
-func (l *fakeLive) Update(fn func(*meta.Txn, *meta.Delta) error) error {
-	d := &meta.Delta{}
-	if err := l.db.Update(func(txn *meta.Txn) error { return fn(txn, d) }); err != nil {
-		return err
+// testLayout is a record as the data side reads it.
+type testLayout struct{ r *meta.Inode }
+
+func (l testLayout) Size() uint64                            { return l.r.Size }
+func (l testLayout) Inline() bool                            { return l.r.Inline }
+func (l testLayout) IsDirty(b uint64) bool                   { return l.r.IsDirty(b) }
+func (l testLayout) Dirty() bool                             { return len(l.r.Dirty) > 0 }
+func (l testLayout) Chunk(b uint64) (snapshot.BlobRef, bool) { return l.r.Chunk(b) }
+func (l testLayout) Origin() string                          { return l.r.Origin }
+func (l testLayout) OriginSize() uint64                      { return l.r.OriginSize }
+
+// testRecords writes a file's data records in a transaction.
+type testRecords struct{ txn *meta.Txn }
+
+func (r testRecords) SetInline(ino uint64, b []byte) error {
+	return r.set(meta.Key64(meta.PrefixInline, ino), b)
+}
+
+func (r testRecords) SetPresence(ino uint64, b []byte) error {
+	return r.set(meta.Key64(meta.PrefixPresence, ino), b)
+}
+
+func (r testRecords) set(k, b []byte) error {
+	if b == nil {
+		return r.txn.Delete(k)
 	}
-	l.dirty.Apply(d)
-	return nil
+	return r.txn.Set(k, b)
 }
 
 // TestReconcile: a switch keeps the inode numbers of the paths that stay,
@@ -121,7 +140,13 @@ func TestReconcile(t *testing.T) {
 	gens := &Gens{}
 	gens.Bump(6, 0)
 	var dirty meta.DirtySet
-	live := &fakeLive{db: db, repo: repo, dirty: &dirty, next: 100, open: map[uint64]bool{5: true}}
+	files, err := data.NewFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &data.Sources{Files: files, Cache: data.NewCache(1<<30, nil, slog.New(slog.DiscardHandler)), BlockSize: testChunk}
+	ff := &fakeFiles{db: db, src: src, dirty: &dirty}
+	live := &fakeLive{fakeFiles: ff, repo: repo, next: 100, users: map[uint64]bool{5: true}}
 	rc := &Reconciler{DB: db, Repo: repo, Live: live, Gens: gens, Dirty: &dirty}
 
 	c := snapshot.Commit{ID: snapshot.CommitID{Branch: "main", Seq: 2},
@@ -181,5 +206,8 @@ func TestReconcile(t *testing.T) {
 	}
 	if !slices.Equal(inv, []Invalidation{{Ino: meta.RootIno}}) || live.updated != nil {
 		t.Errorf("second switch: invalidations %v, files updated %v; want the root's inode alone, none", inv, live.updated)
+	}
+	if ff.held != 0 {
+		t.Errorf("%d holds not released", ff.held)
 	}
 }
