@@ -234,11 +234,13 @@ func (v *Volume) adoptMapped(ctx context.Context) {
 // (writeBack, which the adoption runs after taking the stamp, so that any
 // store its reads miss faults after the stamp). The stamp is trusted only
 // where both hold: on a filesystem known to update times at such faults
-// (ext2/3/4, XFS, Btrfs, F2FS; not tmpfs) and with a ctime older than the
-// clock's coarse tick at the statx, so that a later update, even to a
-// coarse time, differs from it (multigrain timestamps, Linux 6.13 and
-// later, promise that for any ctime statx read, but are not detected
-// here). Otherwise the adoption compares every clean block. An entry ends with the file's last Unpin. Its
+// (ext2/3/4, XFS, Btrfs, F2FS; not tmpfs) and with a ctime in an earlier
+// second than the coarse clock's at the statx, so that a later update,
+// even to a coarse time or on a filesystem that keeps whole seconds (the
+// old ext2 driver: same magic number), differs from it (multigrain
+// timestamps, Linux 6.13 and later, promise that for any ctime statx read,
+// but are not detected here). Otherwise the adoption compares every clean
+// block. An entry ends with the file's last Unpin. Its
 // mutex is a leaf.
 type adoptState struct {
 	mu sync.Mutex
@@ -326,7 +328,7 @@ func stampOf(f *os.File) (stamp, bool, error) {
 		return stamp{}, false, fmt.Errorf("cache data file: statfs: %w", err)
 	}
 	st := stamp{ino: sx.Ino, size: sx.Size, mtime: sx.Mtime, ctime: sx.Ctime}
-	old := sx.Ctime.Sec < now.Sec || sx.Ctime.Sec == now.Sec && int64(sx.Ctime.Nsec) < now.Nsec
+	old := sx.Ctime.Sec < now.Sec
 	return st, old && timesAtFault[fs.Type] && sx.Mask&mask == mask, nil
 }
 

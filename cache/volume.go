@@ -466,6 +466,45 @@ func (v *Volume) recover() error {
 		if err := v.db.DropPrefix([]byte{meta.PrefixPresence}); err != nil {
 			return err
 		}
+		return v.zeroUnrecorded()
+	}
+	return nil
+}
+
+// zeroUnrecorded punches out of every data file of a regular file that is
+// not inline whatever lies outside its record's dirty blocks, after an
+// unclean close: recover has just forgotten every present block, and a
+// block that is neither dirty nor present is read from the data file as a
+// hole (zeros) or fetched again, so bytes a crashed server left there
+// without recording them — a store through a passthrough file's shared
+// mapping into a hole that no adoption reached, or a write whose dirty
+// mark did not reach the database — must not be read back (or committed
+// with a later partial write of the block). A data file without a record
+// is left to the clean-up of orphans.
+func (v *Volume) zeroUnrecorded() error {
+	inos, err := v.files.Inodes()
+	if err != nil {
+		return err
+	}
+	for _, ino := range inos {
+		var r *meta.Inode
+		err := v.db.View(func(txn *meta.Txn) error {
+			var err error
+			r, err = ns.ReadInode(txn, ino)
+			return err
+		})
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if r.Type != snapshot.TypeFile || r.Inline {
+			continue
+		}
+		if err := v.files.KeepOnly(ino, r.Dirty, v.chunkSize); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -258,7 +258,8 @@
 // which a store through a mapping moves once the adoption wrote its pages
 // back; trusted on ext2/3/4, XFS, Btrfs and F2FS) reads nothing; after a
 // change, or on another filesystem, it reads and hashes the file's clean
-// blocks under the file's lock. What a shared writable mapping of a
+// blocks under the file's lock and the namespace lock held shared (a
+// namespace change waits for it). What a shared writable mapping of a
 // passthrough file can lose: msync alone reaches the data file, not the
 // record; stores not yet adopted are in no checkpoint, not in the change
 // feed, and move no mtime. A checkpoint includes what mappings stored
@@ -268,9 +269,11 @@
 // the server (kill -9) loses what mappings stored into blocks clean at
 // their last adoption and not adopted since: at most the stores of one
 // checkpoint interval (5s by default), and none that an fsync of the
-// writer or a later adoption covered: the restarted mount forgets its
-// cached clean blocks (cache.Volume's recovery) and reads the committed
-// bytes. Lost as well: what a mapping that outlives the server stores
+// writer covered, nor, but for its last few milliseconds (the database's
+// write-behind), an adoption: the restarted mount forgets its cached
+// clean blocks and punches out of its data files every byte outside the
+// dirty blocks its records list (cache.Volume's recovery), so it reads
+// the committed bytes, also where a mapping stored into a hole. Lost as well: what a mapping that outlives the server stores
 // after its crash, and, after a forced unmount (which detaches the mount
 // while mappings live), what they store after its final checkpoint.
 // Writes never pass through: dirty tracking, size, mtime, checkpoint

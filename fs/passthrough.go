@@ -203,7 +203,8 @@ func (fsys *filesystem) mapWritten(ino uint64) bool {
 }
 
 // release ends the io mode of handle f, before the engine's Release: a
-// passthrough writer's file has its clean blocks marked dirty. The first
+// passthrough writer's file is adopted (cache.Volume.AdoptPinned: the
+// blocks its data file holds differently from the record become dirty). The first
 // passthrough handle of an inode to be released hands its pin to the
 // inode, with an engine open of its own (ioMode.held): a mapping made
 // through the handle (the dynamic loader maps and closes) keeps reading

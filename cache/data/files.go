@@ -98,6 +98,62 @@ func (d *Files) PunchFile(ino uint64, blocks []uint64, bs uint64, cut bool, size
 	return nil
 }
 
+// Inodes returns the inodes that have a data file.
+func (d *Files) Inodes() ([]uint64, error) {
+	subs, err := os.ReadDir(d.dir)
+	if err != nil {
+		return nil, fmt.Errorf("cache data dir: %w", err)
+	}
+	var inos []uint64
+	for _, sub := range subs {
+		if !sub.IsDir() {
+			continue
+		}
+		names, err := os.ReadDir(filepath.Join(d.dir, sub.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("cache data dir: %w", err)
+		}
+		for _, e := range names {
+			if ino, err := strconv.ParseUint(e.Name(), 10, 64); err == nil && e.Type().IsRegular() && d.Path(ino) == filepath.Join(d.dir, sub.Name(), e.Name()) {
+				inos = append(inos, ino)
+			}
+		}
+	}
+	return inos, nil
+}
+
+// KeepOnly punches out of inode ino's data file, if it exists, every byte
+// outside blocks keep (sorted, of bs bytes each), keeping its size.
+func (d *Files) KeepOnly(ino uint64, keep []uint64, bs uint64) error {
+	f, err := d.Open(ino, false)
+	if err != nil || f == nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("cache data file: %w", err)
+	}
+	punch := func(off, end uint64) error {
+		if end <= off {
+			return nil
+		}
+		err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, int64(off), int64(end-off))
+		if err != nil {
+			return fmt.Errorf("punch [%d, %d) out of %s: %w", off, end, f.Name(), err)
+		}
+		return nil
+	}
+	size, off := uint64(st.Size()), uint64(0)
+	for _, b := range keep {
+		if err := punch(off, min(b*bs, size)); err != nil {
+			return err
+		}
+		off = (b + 1) * bs
+	}
+	return punch(off, size)
+}
+
 // Punch punches blocks (of bs bytes) out of data file f, keeping its size:
 // they read as zeros afterwards and take no space.
 func Punch(f *os.File, blocks []uint64, bs uint64) error {

@@ -57,3 +57,50 @@ func TestPresenceRoundTrip(t *testing.T) {
 		t.Fatalf("decoded %v, want %v", got, want)
 	}
 }
+
+func TestKeepOnly(t *testing.T) {
+	d, err := NewFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bs, ino = 4096, 300
+	f, err := d.Open(ino, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := bytes.Repeat([]byte{'x'}, 5*bs-10) // the last block short
+	if _, err := f.Write(all); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := d.KeepOnly(ino, []uint64{1, 3}, bs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(d.Path(ino))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, len(all))
+	copy(want[bs:2*bs], all[bs:2*bs])
+	copy(want[3*bs:4*bs], all[3*bs:4*bs])
+	if !bytes.Equal(got, want) {
+		t.Errorf("after KeepOnly(1, 3): %d bytes differ from blocks 1 and 3 kept, the rest zeros", countDiff(got, want))
+	}
+	inos, err := d.Inodes()
+	if err != nil || len(inos) != 1 || inos[0] != ino {
+		t.Errorf("Inodes() = %v, %v; want [%d]", inos, err, ino)
+	}
+	if err := d.KeepOnly(ino+1, nil, bs); err != nil {
+		t.Errorf("KeepOnly of a file without a data file: %v", err)
+	}
+}
+
+func countDiff(a, b []byte) int {
+	n := 0
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			n++
+		}
+	}
+	return n + max(len(a), len(b)) - min(len(a), len(b))
+}

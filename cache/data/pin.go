@@ -115,9 +115,10 @@ func (d *File) Refill(l Layout, chunks map[uint64][]byte) error {
 // Adoptable returns the blocks of a pinned file that a writer behind the
 // engine (a shared writable mmap through a passthrough handle) may have
 // changed in its data file: every block within the file that is local
-// (dirty or present) or a hole (a pinned file is whole). The caller makes
-// them dirty, so that the data file's bytes are the truth for them. None
-// for a file not pinned or inline.
+// (dirty or present) or a hole (a pinned file is whole). The caller
+// compares them with the record and makes those that differ dirty, so
+// that the data file's bytes are the truth for them. None for a file not
+// pinned or inline.
 func (d *File) Adoptable(l Layout) []uint64 {
 	if d.pins == 0 || l.Inline() {
 		return nil

@@ -155,9 +155,11 @@ func (t Table) ByName(name string) (Entry, bool) {
 // Decode returns the entry a peer's name stands for: the entry called
 // name, or, for a name an entry had in an earlier version (renamed), the
 // entry called what it is called now; false if there is none. The control
-// socket's client decodes the server's names with it, so that a CLI and a
-// mount server of different versions (an upgrade with live mounts) still
-// match each other's errors to the same sentinels.
+// socket's client decodes the server's names with it, so that a CLI
+// matches the errors of a mount server still running an older version
+// (an upgrade with live mounts) to the same sentinels. The other way
+// round is not covered: an older CLI does not know a newer server's
+// names.
 func (t Table) Decode(name string) (Entry, bool) {
 	if e, ok := t.ByName(name); ok {
 		return e, true
