@@ -131,7 +131,7 @@ func (h *harness) pin(rt *rapid.T, p string) {
 	if err != nil || !bytes.Equal(buf[:n], mf.data) {
 		rt.Fatalf("read %s before pinning: %d bytes, %v; want the model's %d", p, n, err, len(mf.data))
 	}
-	fd, err := h.v.PinLocal(a.Ino, false, false)
+	fd, _, err := h.v.PinLocal(a.Ino, false, false)
 	if err != nil || fd == nil {
 		_ = h.v.Release(h.ctx, a.Ino)
 		if err != nil {

@@ -25,7 +25,11 @@ import (
 // data is data.File's (Pin, Whole, GrowPinned, Refill, Adoptable, and
 // Evict passing a pinned file over); what it means for the record is here:
 //
-//   - eviction leaves a pinned file's blocks alone (data.File.Evict);
+//   - eviction leaves a pinned file's blocks alone (data.File.Evict), and
+//     the block cache keeps them out of what triggers it; pins are
+//     bounded (data.Cache.Pin): at most half of Options.CacheSize, each
+//     pinned file taken at its size, and data.MaxPinnedFiles files, so the
+//     cache keeps within its size; a file with no room is not pinned;
 //   - a truncate that grows a pinned file grows its data file too
 //     (data.File.GrowPinned), so the kernel reads zeros up to the new size;
 //   - a reconcile (restore, discard, a read-only mount following its
@@ -49,27 +53,35 @@ import (
 
 // PinLocal pins the data file of open regular file ino for passthrough
 // and returns a new descriptor of it (the caller closes it), if the file's
-// whole content is local: every block dirty, present, or a hole, none
-// remote or still on a host base, and the file not inline. Otherwise it
-// returns nil and pins nothing. With force, a file already pinned is pinned
+// whole content is local (every block dirty, present, or a hole, none
+// remote or still on a host base, and the file not inline) and, for a
+// file not pinned yet, the block cache's pin budget has room for it
+// (data.Cache.Pin). Otherwise it returns nil and pins nothing, and full
+// reports whether that was for want of room: the file was whole. With force, a file already pinned is pinned
 // again whatever its state (it stays whole while pinned). With writable,
 // the pin is for a handle that may write: a shared writable mapping made
 // through it writes the data file behind the engine, so from then until
 // the file's last Unpin every checkpoint adopts the file (AdoptPinned)
 // before it captures anything. Every pin is undone by one Unpin. A data
 // file longer than the file is ErrIO.
-func (v *Volume) PinLocal(ino uint64, force, writable bool) (*os.File, error) {
+func (v *Volume) PinLocal(ino uint64, force, writable bool) (f *os.File, full bool, err error) {
 	n, err := v.openNode(ino)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	f, err := n.d.Pin(n.Layout(), force)
-	if f != nil && writable {
+	f, err = n.d.Pin(n.Layout(), force)
+	if err != nil {
+		return nil, false, ioErr(err)
+	}
+	if f == nil {
+		return nil, n.d.Whole(n.Layout()), nil
+	}
+	if writable {
 		v.adopted.watch(ino)
 	}
-	return f, ioErr(err)
+	return f, false, nil
 }
 
 // Unpin undoes one PinLocal of open file ino.

@@ -46,7 +46,7 @@ func TestPinLocal(t *testing.T) {
 		if _, err := v.Open(ctx, ino, false); err != nil {
 			t.Fatal(err)
 		}
-		f, err := v.PinLocal(ino, false, false)
+		f, _, err := v.PinLocal(ino, false, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -331,7 +331,7 @@ func TestCheckpointAdoptsMapped(t *testing.T) {
 	bs := int(v.chunkSize)
 	want := bytes.Repeat([]byte("base"), 4*bs/4)
 	a, f := syncedAndPinned(t, v, want)
-	w, err := v.PinLocal(a.Ino, true, true) // the writer's
+	w, _, err := v.PinLocal(a.Ino, true, true) // the writer's
 	if err != nil || w == nil {
 		t.Fatalf("writable pin: %v, %v", w, err)
 	}
@@ -392,9 +392,61 @@ func syncedAndPinned(t *testing.T, v *Volume, data []byte) (Attr, *os.File) {
 	if _, err := v.Open(ctx, a.Ino, false); err != nil {
 		t.Fatal(err)
 	}
-	f, err := v.PinLocal(a.Ino, false, false)
+	f, _, err := v.PinLocal(a.Ino, false, false)
 	if err != nil || f == nil {
 		t.Fatalf("pin: %v, %v", f, err)
 	}
 	return a, f
+}
+
+// TestPinLocalBudget: PinLocal pins a whole file only while the block
+// cache's pin budget (half the cache size) has room for it, and says when
+// that is why it did not (full); a file not whole is no want of room.
+func TestPinLocalBudget(t *testing.T) {
+	url := testStoreURL(t)
+	initVolume(t, url)
+	ctx := context.Background()
+	v := openVolume(t, url, "", func(o *Options) { o.CacheSize = 8 << 20 })
+	a := writeFile(t, v, RootIno, "a", bytes.Repeat([]byte("a"), 3<<20))
+	b := writeFile(t, v, RootIno, "b", bytes.Repeat([]byte("b"), 2<<20))
+	for _, ino := range []uint64{a.Ino, b.Ino} {
+		if _, err := v.Open(ctx, ino, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fa, full, err := v.PinLocal(a.Ino, false, false)
+	if err != nil || fa == nil || full {
+		t.Fatalf("pin of 3 MiB within a budget of 4: %v, full %v, %v", fa, full, err)
+	}
+	if fb, full, err := v.PinLocal(b.Ino, false, false); err != nil || fb != nil || !full {
+		t.Fatalf("pin of 2 MiB more: %v, full %v, %v; want nil, full", fb, full, err)
+	}
+	v.Unpin(a.Ino)
+	fa.Close()
+	fb, full, err := v.PinLocal(b.Ino, false, false)
+	if err != nil || fb == nil || full {
+		t.Fatalf("pin after the unpin: %v, full %v, %v", fb, full, err)
+	}
+	v.Unpin(b.Ino)
+	fb.Close()
+	for _, ino := range []uint64{a.Ino, b.Ino} {
+		if err := v.Release(ctx, ino); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := v.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	v = openVolume(t, url, "", func(o *Options) { o.CacheSize = 8 << 20 })
+	b = must[Attr](t)(v.Lookup(ctx, RootIno, "b"))
+	if _, err := v.Open(ctx, b.Ino, false); err != nil {
+		t.Fatal(err)
+	}
+	if f, full, err := v.PinLocal(b.Ino, false, false); err != nil || f != nil || full {
+		t.Fatalf("pin of a remote file: %v, full %v, %v; want nil, not full", f, full, err)
+	}
+	if err := v.Release(ctx, b.Ino); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -42,7 +42,7 @@ func TestCrashForgetsUnrecordedBytes(t *testing.T) {
 	want := make([]byte, 4*bs)
 	copy(want, bytes.Repeat([]byte("head"), bs/4)) // block 0 data, blocks 1-3 holes
 	a, _ := syncedAndPinned(t, v, want)
-	w, err := v.PinLocal(a.Ino, true, true)
+	w, _, err := v.PinLocal(a.Ino, true, true)
 	if err != nil || w == nil {
 		t.Fatalf("writable pin: %v, %v", w, err)
 	}

@@ -29,7 +29,11 @@ type Status struct {
 	// CacheBytes is the size of clean cached chunks; CacheLimit its bound.
 	CacheBytes int64 `json:"cache_bytes"`
 	CacheLimit int64 `json:"cache_limit"`
-	OpenFiles  int   `json:"open_files"`
+	// PinnedFiles counts the files pinned for FUSE passthrough (PinLocal),
+	// PinnedBytes their clean cached bytes (counted in CacheBytes too).
+	PinnedFiles int   `json:"pinned_files"`
+	PinnedBytes int64 `json:"pinned_bytes"`
+	OpenFiles   int   `json:"open_files"`
 	// Last checkpoint.
 	LastCheckpoint    time.Time     `json:"last_checkpoint,omitempty"`
 	LastCheckpointDur time.Duration `json:"last_checkpoint_ns"`
@@ -53,6 +57,7 @@ func (v *Volume) Status(ctx context.Context) (Status, error) {
 	}
 	if v.blocks != nil {
 		s.CacheBytes = v.blocks.Used()
+		s.PinnedFiles, s.PinnedBytes = v.blocks.Pinned()
 	}
 	cp := v.stats.Report()
 	s.LastCheckpoint, s.LastCheckpointDur, s.LastError = cp.Last, cp.LastDur, cp.LastErr

@@ -234,11 +234,26 @@
 // loader maps and closes) and the kernel forgets the inode only once the
 // last mapping is gone (cache.Volume.PinLocal; passthrough.go's
 // ioMode.held): eviction passes it over (a held inode's blocks stay in the
-// cache until then, whatever its size), a growing truncate grows it, and a restore, discard or a read-only
+// cache until then), a growing truncate grows it, and a restore, discard or a read-only
 // mount following its branch writes the new content into it in place
 // (fetched before anything changes) instead of forgetting it, so an open
 // reader reads the new bytes afterwards (during the change it may read a
-// mix). The kernel allows one io mode per inode at a time, so the mode is
+// mix). The holds are bounded, so --cache-size still bounds the cache
+// (cache/data's Cache.Pin): the pinned files take at most half of it,
+// each counted at its size when pinned (or its cached bytes, if larger),
+// and at most 1,024 files are pinned, each keeping one data-file
+// descriptor in the server; a read-only open of a file whole locally that
+// has no room is served without passthrough (the server reads it, as for
+// a file not whole locally), and room comes back as the kernel forgets
+// held inodes, not when they are closed: such an open asks the kernel to
+// prune the held inodes no handle has open (FUSE_NOTIFY_PRUNE, FUSE
+// protocol 7.45; passthrough.go's reclaim), which it forgets unless still in
+// use (a mapping keeps its inode, and so its pin); an older kernel
+// forgets them only when it drops them itself (memory pressure,
+// drop_caches). Pinned bytes count in the cache's size but
+// not in what triggers eviction, which keeps the other clean bytes within
+// the size less the pinned ones: a reader never runs an eviction pass
+// over files it cannot evict. The kernel allows one io mode per inode at a time, so the mode is
 // decided per inode (passthrough.go): while a passthrough open is held,
 // every open of the inode is passthrough, a writer too, with
 // FOPEN_DIRECT_IO so that its reads and writes still reach the server

@@ -56,7 +56,15 @@ import (
 // wrote since the last adoption (fs/doc.go, "Passthrough"). An adoption
 // uploads only the blocks the data file changed, and reads nothing if it
 // did not change since the last one. Held inodes count in the cache's
-// size but cannot be evicted until forgotten.
+// size but cannot be evicted until forgotten; the block cache bounds the
+// pins (data.Cache.Pin): at most half of --cache-size (each file at its
+// size) and data.MaxPinnedFiles files, each with a data-file descriptor
+// in the server. A read-only open of a file that has no room is cached
+// (its reads reach the server), like one of a file not whole locally;
+// room comes back as the kernel forgets held inodes, which such an open
+// asks it to do for the held inodes no handle has open (reclaim:
+// FUSE_NOTIFY_PRUNE drops their unused dentries; one still mapped, or
+// otherwise in use, stays, with its pin).
 //
 // A cached open that follows a period in which a passthrough writer wrote
 // drops the inode's page cache (no FOPEN_KEEP_CACHE): pages cached before
@@ -92,6 +100,9 @@ func asHandle(f gofs.FileHandle) *handle {
 type ioModes struct {
 	mu sync.Mutex
 	m  map[uint64]*ioMode // guarded by mu
+	// reclaiming: a reclaim is under way; noPrune: the kernel cannot
+	// prune (FUSE_NOTIFY_PRUNE, protocol 7.45). Guarded by mu.
+	reclaiming, noPrune bool
 }
 
 type ioMode struct {
@@ -133,7 +144,7 @@ func (fsys *filesystem) open(ctx context.Context, h *handle, flags uint32) (gofs
 		}
 		return h, out, 0
 	}
-	fd, err := fsys.vol.PinLocal(h.ino, m.pt > 0, !readOnly)
+	fd, full, err := fsys.vol.PinLocal(h.ino, m.pt > 0, !readOnly)
 	if err != nil {
 		if m.pt == 0 {
 			fsys.log.Warn("passthrough: cannot pin the data file; serving reads", "ino", h.ino, "err", err)
@@ -143,7 +154,10 @@ func (fsys *filesystem) open(ctx context.Context, h *handle, flags uint32) (gofs
 		fsys.drop(h.ino, m)
 		return nil, 0, fsys.toErrno("open", h.ino, err)
 	}
-	if fd == nil { // not whole locally
+	if fd == nil { // not whole locally, or no room in the pin budget
+		if full {
+			fsys.reclaim()
+		}
 		m.cached++
 		return h, out, 0
 	}
@@ -247,6 +261,47 @@ func (fsys *filesystem) release(ctx context.Context, f gofs.FileHandle) error {
 		fsys.drop(h.ino, m)
 	}
 	return err
+}
+
+// reclaim asks the kernel to forget the held inodes that no handle has
+// open, so that the pin budget has room again: FUSE_NOTIFY_PRUNE makes it
+// drop their unused dentries, and an inode left unused is forgotten
+// (FORGET ends its hold: forget, unhold), while one still mapped, or in
+// use otherwise (a working directory, a hard link's other dentry), stays,
+// with its pin. At most one reclaim is under way, on a goroutine of its
+// own: a notification must not be sent from a request handler, since the
+// kernel may need a lock the request holds. Nothing on a kernel without
+// prune (before FUSE protocol 7.45): there held inodes are forgotten only
+// when the kernel drops them itself. Caller holds fsys.io.mu.
+func (fsys *filesystem) reclaim() {
+	srv := fsys.server.Load()
+	if srv == nil || fsys.io.reclaiming || fsys.io.noPrune {
+		return
+	}
+	var idle []uint64
+	for ino, m := range fsys.io.m {
+		if m.held && m.pt == 0 && m.cached == 0 {
+			idle = append(idle, ino)
+		}
+	}
+	if len(idle) == 0 {
+		return
+	}
+	fsys.io.reclaiming = true
+	go func() {
+		st := srv.PruneNotify(idle)
+		fsys.io.mu.Lock()
+		defer fsys.io.mu.Unlock()
+		fsys.io.reclaiming = false
+		switch st {
+		case fuse.OK:
+		case fuse.ENOSYS:
+			fsys.io.noPrune = true
+			fsys.log.Info("passthrough: the kernel cannot prune inodes (FUSE_NOTIFY_PRUNE); held inodes end only when it forgets them itself")
+		default:
+			fsys.log.Debug("passthrough: prune of held inodes", "inodes", len(idle), "status", st)
+		}
+	}()
 }
 
 // unhold ends the hold of ino (ioMode.held) when the kernel forgets it:

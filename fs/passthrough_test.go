@@ -2,6 +2,7 @@ package fs_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentfs/agentfs/fs/control"
 	"github.com/agentfs/agentfs/fs/fstest"
 	"github.com/agentfs/agentfs/internal/posixtest"
 	"github.com/agentfs/agentfs/internal/testenv"
@@ -298,7 +300,10 @@ func TestPassthroughModes(t *testing.T) {
 // it in place, so the reader reads the restored bytes.
 func TestPassthroughPinned(t *testing.T) {
 	needPassthrough(t)
-	m := fstest.Start(t, fstest.Options{Args: append([]string{"--checkpoint-interval=-1s", "--cache-size=4M"}, ptArgs...)})
+	// A cache whose pin budget (half of it) takes the file; "other" then
+	// takes the evictable bytes past their bound (the limit less f's).
+	m := fstest.Start(t, fstest.Options{Args: append([]string{"--checkpoint-interval=-1s", "--cache-size=84M"}, ptArgs...)})
+	reads := opCounter(t, m)
 	p := filepath.Join(m.Dir, "f")
 	one := pattern(40<<20+77, 4) // ten chunks: more than the read-ahead window eviction spares
 	if err := os.WriteFile(p, one, 0o644); err != nil {
@@ -309,18 +314,22 @@ func TestPassthroughPinned(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	// The sync makes the file's blocks clean cache, ten times the
-	// cache's size; another file's fetch pushes eviction too.
+	// The sync makes the file's blocks clean cache; another file's, past
+	// the evictable bytes' bound, and its fetch push eviction.
 	m.Sync(t)
-	if err := os.WriteFile(filepath.Join(m.Dir, "other"), pattern(8<<20, 5), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(m.Dir, "other"), pattern(48<<20, 5), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m.Sync(t)
 	if _, err := os.ReadFile(filepath.Join(m.Dir, "other")); err != nil {
 		t.Fatal(err)
 	}
+	before := reads("read")
 	if got := preadAll(t, r, len(one)+1); !bytes.Equal(got, one) {
 		t.Fatalf("passthrough reader after eviction: %d bytes (want %d), differs", len(got), len(one))
+	}
+	if n := reads("read") - before; n != 0 {
+		t.Fatalf("the reader sent %d READs: not passthrough", n)
 	}
 	if out, err := m.Agentfs("snapshot", "save", m.Dir, "one"); err != nil {
 		t.Fatalf("snapshot save: %v\n%s", err, out)
@@ -352,12 +361,14 @@ func TestPassthroughPinned(t *testing.T) {
 // TestPassthroughMappingAfterClose: a read-only shared mapping made
 // through a passthrough reader and kept after close(2) (the dynamic
 // loader's pattern) maps the data file; it still reads the file's bytes
-// after eviction runs (a cache a tenth of the file) while a cached open
-// holds the file open: the data file stays pinned until the kernel
-// forgets the inode, not only until RELEASE.
+// after eviction runs (another file takes the evictable bytes past their
+// bound) while a cached open holds the file open: the data file stays
+// pinned until the kernel forgets the inode, not only until RELEASE.
 func TestPassthroughMappingAfterClose(t *testing.T) {
 	needPassthrough(t)
-	m := fstest.Start(t, fstest.Options{Args: append([]string{"--checkpoint-interval=-1s", "--cache-size=4M"}, ptArgs...)})
+	// The pin budget (half the cache) takes the file.
+	m := fstest.Start(t, fstest.Options{Args: append([]string{"--checkpoint-interval=-1s", "--cache-size=84M"}, ptArgs...)})
+	reads := opCounter(t, m)
 	p := filepath.Join(m.Dir, "f")
 	want := pattern(40<<20+77, 8)
 	if err := os.WriteFile(p, want, 0o644); err != nil {
@@ -377,6 +388,13 @@ func TestPassthroughMappingAfterClose(t *testing.T) {
 	if err := unix.Close(fd); err != nil { // RELEASE; the mapping lives on
 		t.Fatal(err)
 	}
+	before := reads("read")
+	if !bytes.Equal(mm, want) {
+		t.Fatal("mapping kept after close: differs")
+	}
+	if n := reads("read") - before; n != 0 {
+		t.Fatalf("the mapping's faults sent %d READs: not passthrough", n)
+	}
 	// A cached open: the node is open again, and eviction punches an open
 	// node's data file in place.
 	w, err := os.OpenFile(p, os.O_RDWR, 0)
@@ -384,7 +402,7 @@ func TestPassthroughMappingAfterClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if err := os.WriteFile(filepath.Join(m.Dir, "other"), pattern(12<<20, 9), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(m.Dir, "other"), pattern(48<<20, 9), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m.Sync(t)
@@ -392,10 +410,120 @@ func TestPassthroughMappingAfterClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Eviction runs in the background: look for a while.
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		if !bytes.Equal(mm, want) {
-			zeros := bytes.Count(mm, []byte{0}) - bytes.Count(want, []byte{0})
-			t.Fatalf("mapping kept after close, after eviction: differs (%d more zero bytes)", zeros)
+	look := func(when string) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+			if !bytes.Equal(mm, want) {
+				zeros := bytes.Count(mm, []byte{0}) - bytes.Count(want, []byte{0})
+				t.Fatalf("mapping kept after close, %s: differs (%d more zero bytes)", when, zeros)
+			}
+		}
+	}
+	look("after eviction")
+	// No handle of f open: an open that finds no room in the pin budget
+	// has the kernel prune the held inodes (reclaim); f is mapped, so the
+	// kernel keeps it, and its pin, through another eviction.
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(m.Dir, "big")
+	if err := os.WriteFile(big, pattern(4<<20, 10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.ReadFile(big); err != nil { // whole locally, no room
+		t.Fatal(err)
+	}
+	m.Sync(t)
+	if _, err := os.ReadFile(filepath.Join(m.Dir, "other")); err != nil {
+		t.Fatal(err)
+	}
+	look("after a reclaim and eviction")
+}
+
+// TestPassthroughBounded: an inode read through passthrough keeps its pin
+// until the kernel forgets it, yet --cache-size bounds the cache: 24 files
+// of 1 MiB, each read once right after it is written (whole locally, not
+// yet clean) with O_DIRECT, under an 8 MiB cache leave at most 8 MiB cached once a sync
+// makes them clean, and the server keeps a data file open for the pin
+// budget's files (half the cache: 4), not for every file read; the first
+// file read is served by passthrough (no READ), and so, once the opens
+// that found no room had the kernel forget the idle held inodes
+// (reclaim), is the last.
+func TestPassthroughBounded(t *testing.T) {
+	needPassthrough(t)
+	const limit, files = 8 << 20, 24
+	m := fstest.Start(t, fstest.Options{Args: append([]string{"--checkpoint-interval=-1s", fmt.Sprintf("--cache-size=%d", limit)}, ptArgs...)})
+	reads := opCounter(t, m)
+	fds := func() int {
+		t.Helper()
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", m.PID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	open := fds()
+	for i := range files {
+		p := filepath.Join(m.Dir, fmt.Sprintf("f%02d", i))
+		want := pattern(1<<20, byte(i))
+		if err := os.WriteFile(p, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// O_DIRECT: the page cache, which holds what was just written,
+		// cannot answer.
+		before := reads("read")
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECT, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := alignedBuf(len(want))
+		n, err := unix.Pread(fd, buf, 0)
+		_ = unix.Close(fd)
+		if err != nil || n != len(want) || !bytes.Equal(buf, want) {
+			t.Fatalf("%s: %d bytes, %v", p, n, err)
+		}
+		if n := reads("read") - before; i == 0 && n != 0 {
+			t.Fatalf("the first file read sent %d READs: passthrough is not in use", n)
+		}
+	}
+	m.Sync(t)
+	c := m.Client(t)
+	var st control.Status
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var err error
+		if st, err = c.Status(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if st.Volume.CacheBytes <= limit || time.Now().After(deadline) { // eviction runs in the background
+			break
+		}
+	}
+	if v := st.Volume; v.CacheBytes > limit || v.PinnedFiles > 4 || v.PinnedBytes > limit/2 {
+		t.Errorf("%d bytes cached (%d files, %d bytes pinned) after reading %d files of 1 MiB through passthrough, limit %d", v.CacheBytes, v.PinnedFiles, v.PinnedBytes, files, limit)
+	}
+	if n := fds() - open; n > files/2 {
+		t.Errorf("the server holds %d more descriptors after reading %d files (pin budget: 4 files)", n, files)
+	}
+	// An open that finds no room has the kernel prune the held inodes no
+	// handle has open: their FORGETs make room, and the last file read
+	// comes to be served by passthrough too.
+	last := filepath.Join(m.Dir, fmt.Sprintf("f%02d", files-1))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		before := reads("read")
+		fd, err := unix.Open(last, unix.O_RDONLY|unix.O_DIRECT, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = unix.Pread(fd, alignedBuf(4096), 0)
+		_ = unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reads("read") == before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still read through the server after 10s: the held inodes were not reclaimed", last)
 		}
 	}
 }

@@ -23,8 +23,23 @@ type Evictor interface {
 // clean blocks when their total exceeds the limit. Dirty blocks are never
 // counted nor evicted (they wait for upload).
 //
+// A pinned file (Pin: its data file is a passthrough backing file, see
+// pin.go) counts in the total but cannot be evicted. Pins are bounded: at
+// most MaxPinnedFiles files, and a file is pinned only if it fits in the
+// pin budget, half the limit (PinBudget), beside the pinned files, each
+// taken at its size when pinned or the bytes it counts, the larger (a
+// file's clean bytes may be counted only after its pin, once a
+// checkpoint makes its dirty blocks clean). Eviction looks at the
+// evictable bytes only, against the limit less the pinned bytes (at most
+// the budget): so the total stays within the limit while the pinned
+// bytes do (a pinned file that grows can take them past the budget; then
+// the evictable bytes keep within the limit less the budget), and no
+// eviction runs for pinned bytes alone, which it could not drop.
+//
 // Invariants (CheckInvariants): total is the sum of the entries' bytes;
-// every entry has bytes > 0; no entry was used later than the clock.
+// every entry has bytes > 0; no entry was used later than the clock;
+// pinnedBytes is the sum of the pinned files' entries' bytes, and at most
+// MaxPinnedFiles files are pinned.
 type Cache struct {
 	limit   int64
 	evictor Evictor
@@ -38,7 +53,14 @@ type Cache struct {
 	total   int64             // guarded by mu
 	entries map[uint64]*entry // guarded by mu
 	clock   uint64            // guarded by mu
+
+	pinned      map[uint64]int64 // files pinned (Pin), with their size then; guarded by mu
+	pinnedBytes int64            // bytes of the pinned files' entries; guarded by mu
 }
+
+// MaxPinnedFiles bounds the files pinned at once (Cache.Pin): each keeps an
+// engine open and a descriptor of its data file in the server.
+const MaxPinnedFiles = 1024
 
 type entry struct {
 	bytes int64
@@ -48,7 +70,121 @@ type entry struct {
 // NewCache returns an empty cache of limit bytes that evicts through ev
 // and logs to log the files it fails to evict.
 func NewCache(limit int64, ev Evictor, log *slog.Logger) *Cache {
-	return &Cache{limit: limit, evictor: ev, log: log, wake: make(chan struct{}, 1), entries: map[uint64]*entry{}}
+	return &Cache{limit: limit, evictor: ev, log: log, wake: make(chan struct{}, 1), entries: map[uint64]*entry{}, pinned: map[uint64]int64{}}
+}
+
+// PinBudget returns the bytes the pinned files may hold: half the limit.
+func (c *Cache) PinBudget() int64 { return c.limit / 2 }
+
+// Pin marks file ino, of size bytes, pinned: its blocks count in the total
+// but are never evicted, until Unpin. It refuses (false) if MaxPinnedFiles
+// files are pinned or size would not fit in the pin budget beside the
+// pinned files (each its size when pinned or its bytes, the larger).
+// Pinning a pinned file succeeds and changes nothing.
+func (c *Cache) Pin(ino uint64, size int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.pinned[ino]; ok {
+		return true
+	}
+	if len(c.pinned) >= MaxPinnedFiles || c.pinUse()+size > c.PinBudget() {
+		return false
+	}
+	c.pinned[ino] = size
+	if e := c.entries[ino]; e != nil {
+		c.pinnedBytes += e.bytes
+	}
+	return true
+}
+
+// pinUse returns what the pinned files take of the pin budget: each its
+// size when pinned or the bytes it counts, the larger. Caller holds c.mu.
+func (c *Cache) pinUse() int64 {
+	var use int64
+	for ino, size := range c.pinned {
+		if e := c.entries[ino]; e != nil {
+			size = max(size, e.bytes)
+		}
+		use += size
+	}
+	return use
+}
+
+// Unpin ends the pin of file ino: its blocks become evictable.
+func (c *Cache) Unpin(ino uint64) {
+	c.mu.Lock()
+	if _, ok := c.pinned[ino]; !ok {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.pinned, ino)
+	if e := c.entries[ino]; e != nil {
+		c.pinnedBytes -= e.bytes
+	}
+	over := c.over()
+	c.mu.Unlock()
+	if over {
+		c.kick()
+	}
+}
+
+// IsPinned reports whether file ino is pinned.
+func (c *Cache) IsPinned(ino uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.pinned[ino]
+	return ok
+}
+
+// Pinned returns the number of pinned files and their bytes.
+func (c *Cache) Pinned() (files int, bytes int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pinned), c.pinnedBytes
+}
+
+// evictLimit returns the bound on the evictable bytes: the limit less the
+// pinned bytes, up to the pin budget. Caller holds c.mu.
+func (c *Cache) evictLimit() int64 {
+	return c.limit - min(c.pinnedBytes, c.PinBudget())
+}
+
+// evictable returns the bytes eviction may drop: those of files not
+// pinned. Caller holds c.mu.
+func (c *Cache) evictable() int64 { return c.total - c.pinnedBytes }
+
+// over reports whether the evictable bytes exceed their bound. Caller
+// holds c.mu.
+func (c *Cache) over() bool { return c.evictable() > c.evictLimit() }
+
+// kick wakes the evict loop.
+func (c *Cache) kick() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// count changes ino's entry, e, by delta bytes, and drops it if it holds
+// none. Caller holds c.mu.
+func (c *Cache) count(ino uint64, e *entry, delta int64) {
+	e.bytes += delta
+	c.total += delta
+	if _, ok := c.pinned[ino]; ok {
+		c.pinnedBytes += delta
+	}
+	if e.bytes <= 0 {
+		c.forget(ino, e)
+	}
+}
+
+// forget drops ino's entry, e, from the counts. Caller holds c.mu.
+func (c *Cache) forget(ino uint64, e *entry) {
+	c.total -= e.bytes
+	if _, ok := c.pinned[ino]; ok {
+		c.pinnedBytes -= e.bytes
+	}
+	delete(c.entries, ino)
 }
 
 // Load counts bytes for file ino as when the volume opens: not accessed
@@ -64,12 +200,12 @@ func (c *Cache) Load(ino uint64, bytes int64) {
 		e = &entry{}
 		c.entries[ino] = e
 	}
-	e.bytes += bytes
-	c.total += bytes
+	c.count(ino, e, bytes)
 }
 
 // Add changes ino's cached bytes by delta, counts an access to it, and
-// wakes the evict loop when the cache is over its limit.
+// wakes the evict loop when the evictable bytes are over their bound (the
+// limit less the pinned bytes, up to the pin budget).
 func (c *Cache) Add(ino uint64, delta int64) {
 	c.mu.Lock()
 	e := c.entries[ino]
@@ -77,21 +213,13 @@ func (c *Cache) Add(ino uint64, delta int64) {
 		e = &entry{}
 		c.entries[ino] = e
 	}
-	e.bytes += delta
 	c.clock++
 	e.used = c.clock
-	c.total += delta
-	over := c.total > c.limit
-	if e.bytes <= 0 {
-		c.total -= e.bytes
-		delete(c.entries, ino)
-	}
+	c.count(ino, e, delta)
+	over := c.over()
 	c.mu.Unlock()
 	if over {
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
+		c.kick()
 	}
 }
 
@@ -109,8 +237,7 @@ func (c *Cache) Touch(ino uint64) {
 func (c *Cache) Drop(ino uint64) {
 	c.mu.Lock()
 	if e := c.entries[ino]; e != nil {
-		c.total -= e.bytes
-		delete(c.entries, ino)
+		c.forget(ino, e)
 	}
 	c.mu.Unlock()
 }
@@ -137,20 +264,22 @@ func (c *Cache) Counted() map[uint64]int64 {
 	return m
 }
 
-// Used returns the bytes of clean cached blocks.
+// Used returns the bytes of clean cached blocks, pinned files' included.
 func (c *Cache) Used() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.total
 }
 
-// OverHard reports whether the cache exceeds its limit by half: a reader
-// then evicts itself rather than leave it to the evict loop, which lags
-// behind fast readers on a busy machine.
+// OverHard reports whether the evictable bytes exceed their bound by half:
+// a reader then evicts itself rather than leave it to the evict loop,
+// which lags behind fast readers on a busy machine. Pinned bytes alone
+// never make it true.
 func (c *Cache) OverHard() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.total > c.limit+c.limit/2
+	l := c.evictLimit()
+	return c.evictable() > l+l/2
 }
 
 // Run evicts whenever the cache goes over its limit, until ctx ends: the
@@ -176,13 +305,13 @@ func (c *Cache) Access(ctx context.Context, ino uint64) {
 	}
 }
 
-// Evict asks the Evictor to drop least recently used files' clean blocks
-// until the cache is 10% under its limit (or ctx ends). A file that fails
-// is logged and passed over.
+// Evict asks the Evictor to drop least recently used files' clean blocks,
+// pinned files passed over, until the evictable bytes are 10% under their
+// bound (the limit less the pinned bytes, up to the pin budget), or ctx
+// ends. A file that fails is logged and passed over.
 func (c *Cache) Evict(ctx context.Context) {
 	c.evictMu.Lock()
 	defer c.evictMu.Unlock()
-	target := c.limit - c.limit/10
 	c.mu.Lock()
 	type cand struct {
 		ino  uint64
@@ -190,16 +319,17 @@ func (c *Cache) Evict(ctx context.Context) {
 	}
 	cands := make([]cand, 0, len(c.entries))
 	for ino, e := range c.entries {
-		cands = append(cands, cand{ino, e.used})
+		if _, ok := c.pinned[ino]; !ok {
+			cands = append(cands, cand{ino, e.used})
+		}
 	}
-	over := c.total > target
 	c.mu.Unlock()
-	if !over {
+	if c.underTarget() {
 		return
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].used < cands[j].used })
 	for _, cd := range cands {
-		if c.Used() <= target || ctx.Err() != nil {
+		if c.underTarget() || ctx.Err() != nil {
 			return
 		}
 		if err := c.evictor.EvictFile(cd.ino); err != nil {
@@ -208,11 +338,20 @@ func (c *Cache) Evict(ctx context.Context) {
 	}
 }
 
+// underTarget reports whether the evictable bytes are 10% under their
+// bound, where an eviction stops.
+func (c *Cache) underTarget() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.evictLimit()
+	return c.evictable() <= l-l/10
+}
+
 // CheckInvariants returns what of the Cache's invariants does not hold.
 func (c *Cache) CheckInvariants() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var sum int64
+	var sum, pinned int64
 	for ino, e := range c.entries {
 		if e.bytes <= 0 {
 			return fmt.Errorf("file %d counts %d bytes", ino, e.bytes)
@@ -221,9 +360,18 @@ func (c *Cache) CheckInvariants() error {
 			return fmt.Errorf("file %d used at %d, after the clock (%d)", ino, e.used, c.clock)
 		}
 		sum += e.bytes
+		if _, ok := c.pinned[ino]; ok {
+			pinned += e.bytes
+		}
 	}
 	if sum != c.total {
 		return fmt.Errorf("total %d, files sum to %d", c.total, sum)
+	}
+	if pinned != c.pinnedBytes {
+		return fmt.Errorf("pinned bytes %d, pinned files sum to %d", c.pinnedBytes, pinned)
+	}
+	if len(c.pinned) > MaxPinnedFiles {
+		return fmt.Errorf("%d files pinned, more than %d", len(c.pinned), MaxPinnedFiles)
 	}
 	return nil
 }

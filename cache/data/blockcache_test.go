@@ -31,7 +31,9 @@ func (e *fakeEvictor) EvictFile(ino uint64) error {
 
 // TestCacheInvariants runs random accounting operations and evictions and
 // checks the Cache's invariants after each, and that an eviction leaves the
-// cache at or under its target (10% under the limit) unless a file failed.
+// cache at or under its target (10% under the limit; for the evictable
+// bytes, 10% under the limit less the pinned bytes, up to the pin budget)
+// unless a file failed.
 func TestCacheInvariants(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		limit := rapid.Int64Range(1, 1<<20).Draw(rt, "limit")
@@ -45,13 +47,20 @@ func TestCacheInvariants(t *testing.T) {
 			"touch": func(rt *rapid.T) {
 				c.Touch(ino.Draw(rt, "ino"))
 			},
-			"drop": func(rt *rapid.T) { c.Drop(ino.Draw(rt, "ino")) },
-			"fail": func(rt *rapid.T) { ev.fail[ino.Draw(rt, "ino")] = rapid.Bool().Draw(rt, "fail") },
+			"drop":  func(rt *rapid.T) { c.Drop(ino.Draw(rt, "ino")) },
+			"pin":   func(rt *rapid.T) { c.Pin(ino.Draw(rt, "ino"), rapid.Int64Range(0, 1<<18).Draw(rt, "size")) },
+			"unpin": func(rt *rapid.T) { c.Unpin(ino.Draw(rt, "ino")) },
+			"fail":  func(rt *rapid.T) { ev.fail[ino.Draw(rt, "ino")] = rapid.Bool().Draw(rt, "fail") },
 			"evict": func(rt *rapid.T) {
 				ev.failed = nil
 				c.Evict(context.Background())
-				if target := limit - limit/10; len(ev.failed) == 0 && c.Used() > target {
+				files, pinned := c.Pinned()
+				if target := limit - limit/10; len(ev.failed) == 0 && files == 0 && c.Used() > target {
 					rt.Fatalf("after eviction %d bytes cached, target %d", c.Used(), target)
+				}
+				soft := limit - min(pinned, c.PinBudget())
+				if target := soft - soft/10; len(ev.failed) == 0 && c.Used()-pinned > target {
+					rt.Fatalf("after eviction %d bytes evictable (%d pinned), target %d", c.Used()-pinned, pinned, target)
 				}
 			},
 			"": func(rt *rapid.T) {

@@ -1,6 +1,7 @@
 // Package data is the data side of the agentfs engine (package cache): the
 // data files that hold a regular file's local bytes, the accounting,
-// eviction policy and evict loop of the block cache, the fetching of chunks
+// eviction policy and evict loop of the block cache and its bound on the
+// files pinned for passthrough (Cache.Pin), the fetching of chunks
 // from the store (once for concurrent readers), making a block of an open
 // file present (Fetcher.Block: the chunk fetched without the file's lock,
 // installed under it unless the block changed meanwhile), reading an open

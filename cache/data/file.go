@@ -874,6 +874,8 @@ func (d *File) checkPinned(l Layout) error {
 		return fmt.Errorf("file %d: pinned, yet not whole in its data file", d.ino)
 	case d.f == nil:
 		return fmt.Errorf("file %d: pinned, yet its data file is not open", d.ino)
+	case !d.src.Cache.IsPinned(d.ino):
+		return fmt.Errorf("file %d: pinned, yet not in the block cache's pins", d.ino)
 	}
 	st, err := d.f.Stat()
 	if err != nil {

@@ -17,7 +17,8 @@ import (
 // file. Evict leaves a pinned file alone, GrowPinned grows its data file
 // with the file, Refill writes the new chunks of a changed file into it,
 // and its caller keeps a pinned file out of inline storage and never
-// removes its data file while pinned.
+// removes its data file while pinned. The block cache bounds the pins
+// (Cache.Pin): a file the budget has no room for is not pinned.
 
 // ErrDataFile is a data file that does not match its file (longer than the
 // file when pinned).
@@ -42,16 +43,36 @@ func (d *File) Whole(l Layout) bool {
 func (d *File) Pinned() bool { return d.pins > 0 }
 
 // Pin pins the data file for passthrough and returns a new descriptor of
-// it (the caller closes it), if the file is Whole; otherwise it returns
-// nil and pins nothing. The data file is created if missing and grown to
-// the file's size (bytes past the held blocks are zeros, holes: the same
-// read); one longer than the file is ErrDataFile. With force, a file
-// already pinned is pinned again whatever its state (it stays whole while
-// pinned). Every pin is undone by one Unpin.
+// it (the caller closes it), if the file is Whole and, for its first pin,
+// the block cache has room for it (Cache.Pin: the pins' file and byte
+// budget); otherwise it returns nil and pins nothing. The data file is
+// created if missing and grown to the file's size (bytes past the held
+// blocks are zeros, holes: the same read); one longer than the file is
+// ErrDataFile. With force, a file already pinned is pinned again whatever
+// its state (it stays whole while pinned). Every pin is undone by one
+// Unpin.
 func (d *File) Pin(l Layout, force bool) (*os.File, error) {
 	if (!force || d.pins == 0) && !d.Whole(l) {
 		return nil, nil
 	}
+	first := d.pins == 0
+	if first && !d.src.Cache.Pin(d.ino, int64(l.Size())) {
+		return nil, nil
+	}
+	f, err := d.dupData(l)
+	if err != nil {
+		if first {
+			d.src.Cache.Unpin(d.ino)
+		}
+		return nil, err
+	}
+	d.pins++
+	return f, nil
+}
+
+// dupData returns a new descriptor of the data file, created if missing
+// and grown to the file's size l.Size() (Pin).
+func (d *File) dupData(l Layout) (*os.File, error) {
 	f, err := d.OpenData(true)
 	if err != nil {
 		return nil, err
@@ -72,12 +93,17 @@ func (d *File) Pin(l Layout, force bool) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cache data file: %w", err)
 	}
-	d.pins++
 	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
-// Unpin undoes one Pin.
-func (d *File) Unpin() { d.pins = max(d.pins-1, 0) }
+// Unpin undoes one Pin; the last one ends the file's pin in the block
+// cache (Cache.Unpin).
+func (d *File) Unpin() {
+	if d.pins == 1 {
+		d.src.Cache.Unpin(d.ino)
+	}
+	d.pins = max(d.pins-1, 0)
+}
 
 // GrowPinned makes the data file of a pinned file as long as the file (of
 // size l.Size()), after a truncate that grew it, so that the kernel reads

@@ -1,6 +1,7 @@
 package data
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -76,5 +77,123 @@ func TestFilePin(t *testing.T) {
 	}
 	if got := d.Adoptable(l); got != nil {
 		t.Errorf("adoptable of a file not pinned: %v", got)
+	}
+}
+
+// TestCachePinBudget: the block cache pins a file only within the pin
+// budget (half the limit), each pinned file taken at its size when pinned
+// or its bytes, the larger, and at most MaxPinnedFiles files; an unpin
+// frees its share; a File's first pin asks the cache and its last unpin
+// ends the cache's pin.
+func TestCachePinBudget(t *testing.T) {
+	c := NewCache(100, nil, discard)
+	if !c.Pin(1, 30) {
+		t.Fatal("a file of 30 bytes refused by a budget of 50")
+	}
+	if c.Pin(2, 30) {
+		t.Fatal("30 more bytes pinned: 60 past a budget of 50 (nothing counted yet: the sizes reserve)")
+	}
+	if !c.Pin(1, 500) || !c.Pin(2, 20) {
+		t.Fatal("a pinned file, or 20 more bytes within the budget, refused")
+	}
+	c.Add(2, 40) // grew past its size at the pin: its bytes count
+	if c.Pin(3, 1) {
+		t.Fatal("a file pinned past the budget: 30 + 40 + 1 > 50")
+	}
+	c.Unpin(2)
+	if !c.Pin(3, 20) {
+		t.Fatal("the budget freed by an unpin refused")
+	}
+	if files, bytes := c.Pinned(); files != 2 || bytes != 0 {
+		t.Fatalf("pinned %d files, %d bytes; want 2, 0", files, bytes)
+	}
+	if err := c.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+
+	many := NewCache(1<<40, nil, discard)
+	for ino := range uint64(MaxPinnedFiles) {
+		if !many.Pin(ino, 1) {
+			t.Fatalf("file %d of %d refused", ino, MaxPinnedFiles)
+		}
+	}
+	if many.Pin(MaxPinnedFiles, 1) {
+		t.Fatalf("more than %d files pinned", MaxPinnedFiles)
+	}
+
+	s := newSources(t, 4, nil)
+	s.Cache = NewCache(16, nil, discard) // a budget of 8 bytes
+	l := &testLayout{size: 10, dirty: map[uint64]bool{0: true, 1: true, 2: true}, chunks: map[uint64]bool{}}
+	d := NewFile(s, 5, nil, nil)
+	t.Cleanup(d.Close)
+	if f, err := d.Pin(l, false); f != nil || err != nil || d.Pinned() {
+		t.Fatalf("a whole file of 10 bytes pinned within a budget of 8: %v, %v", f, err)
+	}
+	l.size = 8
+	f, err := d.Pin(l, false)
+	if err != nil || f == nil || !s.Cache.IsPinned(5) {
+		t.Fatalf("a whole file within the budget: %v, %v, pinned in the cache %v", f, err, s.Cache.IsPinned(5))
+	}
+	f.Close()
+	g, err := d.Pin(l, true)
+	if err != nil || g == nil {
+		t.Fatalf("second pin: %v, %v", g, err)
+	}
+	g.Close()
+	d.Unpin()
+	if !s.Cache.IsPinned(5) {
+		t.Fatal("the cache's pin ended before the file's last unpin")
+	}
+	d.Unpin()
+	if s.Cache.IsPinned(5) {
+		t.Fatal("the cache's pin outlived the file's last unpin")
+	}
+}
+
+// TestCachePinnedNotEvicted: pinned bytes count in the total but are never
+// evicted, and pinned bytes alone, however many, make no eviction run (not
+// from the evict loop's wake-up, not in a reader: Access); the evictable
+// bytes are held to the limit less the pinned bytes (up to the budget), so
+// the total keeps within the limit.
+func TestCachePinnedNotEvicted(t *testing.T) {
+	ev := &fakeEvictor{}
+	c := NewCache(100, ev, discard)
+	ev.c = c
+	if !c.Pin(1, 0) {
+		t.Fatal("pin refused")
+	}
+	c.Add(1, 400) // a pinned file grown past four times the limit
+	c.Access(context.Background(), 1)
+	c.Access(context.Background(), 2)
+	if len(ev.order) != 0 {
+		t.Fatalf("eviction ran for pinned bytes alone: evicted %v", ev.order)
+	}
+	select {
+	case <-c.wake:
+		t.Fatal("the evict loop was woken for pinned bytes alone")
+	default:
+	}
+	c.Unpin(1)
+	c.Evict(context.Background())
+	if want := []uint64{1}; !equal(ev.order, want) {
+		t.Fatalf("evicted %v after the unpin, want %v", ev.order, want)
+	}
+
+	ev.order = nil
+	if !c.Pin(2, 40) {
+		t.Fatal("pin refused")
+	}
+	c.Add(2, 40)
+	c.Add(3, 30)
+	c.Add(4, 35) // 65 evictable > 100 - 40
+	c.Evict(context.Background())
+	if want := []uint64{3}; !equal(ev.order, want) {
+		t.Fatalf("evicted %v, want %v (the pinned file passed over)", ev.order, want)
+	}
+	if got := c.Used(); got != 75 {
+		t.Fatalf("used %d, want 75", got)
+	}
+	if err := c.CheckInvariants(); err != nil {
+		t.Fatal(err)
 	}
 }

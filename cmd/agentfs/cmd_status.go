@@ -100,6 +100,9 @@ func writeStatus(w io.Writer, st control.Status, now time.Time) error {
 	}
 	row("open files", "%d", v.OpenFiles)
 	row("cache", "%s of %s clean data in %s", humanBytes(v.CacheBytes), humanBytes(v.CacheLimit), v.CacheDir)
+	if v.PinnedFiles > 0 {
+		row("pinned", "%d files, %s, for FUSE passthrough (at most half the cache)", v.PinnedFiles, humanBytes(v.PinnedBytes))
+	}
 	switch {
 	case m.ReadOnly:
 		row("lease", "none (read-only)")
