@@ -132,43 +132,27 @@ func (v *Volume) refillPinned(n *node, chunks map[uint64][]byte) error {
 // (its stamp: see adoptState), nothing is read. Call it when a writer
 // could have changed the data file behind the engine (a shared writable
 // mmap through a passthrough handle).
+//
+// The data file is read and hashed under the file's lock held shared
+// (compareData), not under the namespace lock, which a namespace change
+// would wait for; only marking the changed blocks takes the locks of a
+// write (lockData). A block whose record changed in between (a write, a
+// checkpoint, a truncation) is taken as changed.
 func (v *Volume) AdoptPinned(ctx context.Context, ino uint64) error {
 	n, err := v.openNode(ino)
 	if err != nil {
 		return err
 	}
-	v.lockData(n)
-	defer v.unlockData(n)
-	blocks := n.d.Adoptable(n.Layout())
-	f := n.d.DataFile()
-	if len(blocks) == 0 || f == nil {
-		return nil
-	}
-	st, sure, err := stampOf(f)
-	if err != nil {
+	cmp, err := v.compareData(n)
+	if err != nil || cmp.unchanged {
 		return err
 	}
-	if sure && v.adopted.unchanged(ino, st) {
-		return nil
-	}
-	if sure {
-		// Every store after this one faults into a clean page and
-		// moves the stamp taken above (adoptState).
-		if err := writeBack(f); err != nil {
-			return err
-		}
-	} else {
-		st = stamp{}
-	}
+	v.lockData(n)
+	defer v.unlockData(n)
 	dirtied := false
-	buf := make([]byte, v.chunkSize)
-	for _, b := range blocks {
+	for _, b := range n.d.Adoptable(n.Layout()) {
 		if !n.rec.IsDirty(b) {
-			same, err := v.asRecorded(n, f, b, buf)
-			if err != nil {
-				return err
-			}
-			if same {
+			if seen, ok := cmp.same[b]; ok && seen == v.recordedAs(n, b) {
 				continue
 			}
 			v.dirtyBlock(n, b)
@@ -186,8 +170,78 @@ func (v *Volume) AdoptPinned(ctx context.Context, ino uint64) error {
 		}
 		n.persisted()
 	}
-	v.adopted.set(ino, st)
+	v.adopted.set(ino, cmp.stamp)
 	return nil
+}
+
+// dataComparison is what compareData found of a pinned file's data file.
+type dataComparison struct {
+	unchanged bool              // the data file did not change since the last adoption: nothing to do
+	stamp     stamp             // its stamp before it was read (the zero stamp: not trusted)
+	same      map[uint64]recKey // the clean blocks that hold what the record said, and what it said
+}
+
+// recKey is what a file's record says of one block: its chunk's hash
+// (zero for none) and the file's size, which decides how much of the
+// block is the file's.
+type recKey struct {
+	hash snapshot.Hash
+	size uint64
+}
+
+// recordedAs returns what n's record says of block b. Caller holds n.mu.
+func (v *Volume) recordedAs(n *node, b uint64) recKey {
+	k := recKey{size: n.rec.Size}
+	if c, ok := n.rec.Chunk(b); ok {
+		k.hash = c.Hash
+	}
+	return k
+}
+
+// compareData reads the clean blocks of pinned file n's data file under
+// n's lock held shared and reports which still hold what the record says
+// (asRecorded), unless the data file's stamp says it did not change since
+// the last adoption. A trusted stamp is taken before the data file is
+// written back, so that a store the reads miss moves it (adoptState).
+func (v *Volume) compareData(n *node) (dataComparison, error) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	blocks := n.d.Adoptable(n.Layout())
+	f := n.d.DataFile()
+	if len(blocks) == 0 || f == nil {
+		return dataComparison{unchanged: true}, nil
+	}
+	st, sure, err := stampOf(f)
+	if err != nil {
+		return dataComparison{}, err
+	}
+	if sure && v.adopted.unchanged(n.ino, st) {
+		return dataComparison{unchanged: true}, nil
+	}
+	if sure {
+		// Every store after this one faults into a clean page and
+		// moves the stamp taken above (adoptState).
+		if err := writeBack(f); err != nil {
+			return dataComparison{}, err
+		}
+	} else {
+		st = stamp{}
+	}
+	cmp := dataComparison{stamp: st, same: map[uint64]recKey{}}
+	buf := make([]byte, v.chunkSize)
+	for _, b := range blocks {
+		if n.rec.IsDirty(b) {
+			continue
+		}
+		same, err := v.asRecorded(n, f, b, buf)
+		if err != nil {
+			return dataComparison{}, err
+		}
+		if same {
+			cmp.same[b] = v.recordedAs(n, b)
+		}
+	}
+	return cmp, nil
 }
 
 // asRecorded reports whether clean block b of pinned file n holds in data
