@@ -11,7 +11,7 @@ import "strings"
 // unpacked, a tree searched). Between bursts the runtime's scavenger
 // returns the heap above its goal; with MADV_DONTNEED the next burst
 // touches those pages again and takes a page fault for each, in the
-// request that allocates. Measured (BENCHMARKS.md, run V): in the bench's
+// request that allocates. Measured (BENCHMARKS.md, run W): in the bench's
 // tree sequence (tar -x, sync, ls -lR twice, grep -r) a mount server took
 // 6,000–9,000 minor faults during grep -r's 10,000 OPENs, and a server
 // OPEN cost 37–54 µs instead of 20–24; with MADV_FREE it took none and
