@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentfs/agentfs/cache/commit"
+	"github.com/agentfs/agentfs/cache/data"
 	"github.com/agentfs/agentfs/cache/meta"
 	"github.com/agentfs/agentfs/snapshot"
 )
@@ -137,7 +138,10 @@ func (v *Volume) refillPinned(n *node, chunks map[uint64][]byte) error {
 // (compareData), not under the namespace lock, which a namespace change
 // would wait for; only marking the changed blocks takes the locks of a
 // write (lockData). A block whose record changed in between (a write, a
-// checkpoint, a truncation) is taken as changed.
+// checkpoint, a truncation) is taken as changed. A write to the file
+// during the hash still waits for it, holding the namespace lock shared,
+// so a namespace change then waits too; hashing with no lock (the recheck
+// under lockData would cover it) would remove that.
 func (v *Volume) AdoptPinned(ctx context.Context, ino uint64) error {
 	n, err := v.openNode(ino)
 	if err != nil {
@@ -165,12 +169,16 @@ func (v *Volume) AdoptPinned(ctx context.Context, ino uint64) error {
 	if dirtied {
 		v.markModified(n.rec)
 		if err := v.update(func(txn *meta.Txn, d *meta.Delta) error { return v.persistTxn(txn, d, n) }); err != nil {
-			v.adopted.set(ino, stamp{})
+			if n.d.Pinned() {
+				v.adopted.set(ino, stamp{})
+			}
 			return fmt.Errorf("cache database: %w", err)
 		}
 		n.persisted()
 	}
-	v.adopted.set(ino, cmp.stamp)
+	if n.d.Pinned() { // its last Unpin (adopted.forget) may have come meanwhile
+		v.adopted.set(ino, cmp.stamp)
+	}
 	return nil
 }
 
@@ -182,16 +190,17 @@ type dataComparison struct {
 }
 
 // recKey is what a file's record says of one block: its chunk's hash
-// (zero for none) and the file's size, which decides how much of the
-// block is the file's.
+// (zero for none) and how much of the block lies within the file (what
+// asRecorded compares), so that a file growing or shrinking elsewhere
+// changes no other block's key.
 type recKey struct {
-	hash snapshot.Hash
-	size uint64
+	hash   snapshot.Hash
+	extent uint64
 }
 
 // recordedAs returns what n's record says of block b. Caller holds n.mu.
 func (v *Volume) recordedAs(n *node, b uint64) recKey {
-	k := recKey{size: n.rec.Size}
+	k := recKey{extent: uint64(data.Extent(b, n.rec.Size, v.chunkSize))}
 	if c, ok := n.rec.Chunk(b); ok {
 		k.hash = c.Hash
 	}

@@ -273,8 +273,10 @@
 // which a store through a mapping moves once the adoption wrote its pages
 // back; trusted on ext2/3/4, XFS, Btrfs and F2FS) reads nothing; after a
 // change, or on another filesystem, it reads and hashes the file's clean
-// blocks under the file's lock held shared (writes to that file wait for
-// it; the rest of the mount does not). What a shared writable mapping of a
+// blocks under the file's lock held shared: the rest of the mount goes on,
+// but a write to that file waits for it holding the namespace lock shared,
+// and a namespace change (a create, a checkpoint's freeze) waits behind
+// that write. What a shared writable mapping of a
 // passthrough file can lose: msync alone reaches the data file, not the
 // record; stores not yet adopted are in no checkpoint, not in the change
 // feed, and move no mtime. A checkpoint includes what mappings stored

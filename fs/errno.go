@@ -56,7 +56,11 @@ var passErrnos = map[syscall.Errno]bool{
 
 // Errno returns the errno that a FUSE operation reports for err, the error
 // an engine (cache.Volume) method returned. It is the only place where
-// engine errors become errno values; the few checks fs/ makes itself before
+// engine errors become errno values but one: an inode the kernel still
+// knows and the engine no longer has is ESTALE, not ENOENT, where the
+// kernel gives only an inode number (an open, export.go's LookupNode),
+// so that a path open looks its name up again and a file handle is
+// stale. The few checks fs/ makes itself before
 // calling the engine (a write to a read-only mount, an unsupported fallocate
 // mode or rename flag, a negative offset) answer their errno directly in
 // node.go. nil is 0; a cancelled or expired context is

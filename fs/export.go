@@ -35,8 +35,8 @@ var (
 func (n *node) LookupNode(ctx context.Context, id uint64, out *fuse.EntryOut) (_ *gofs.Inode, errno syscall.Errno) {
 	defer n.fsys.ops.done(opLookup, time.Now(), &errno)
 	a, err := n.fsys.vol.GetAttr(ctx, id)
-	if errors.Is(err, cache.ErrNotFound) {
-		return nil, syscall.ESTALE
+	if errors.Is(err, cache.ErrNotFound) || err == nil && a.Nlink == 0 {
+		return nil, syscall.ESTALE // gone, or unlinked and only still open
 	}
 	if err != nil {
 		return nil, n.fsys.toErrno("lookup-node", id, err)

@@ -199,6 +199,14 @@ func (n *node) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _ uin
 		return nil, 0, syscall.EROFS
 	}
 	if _, err := n.fsys.vol.Open(ctx, n.ino(), trunc); err != nil {
+		if errors.Is(err, cache.ErrNotFound) {
+			// The kernel still had the inode, the engine no longer does
+			// (an unlinked file whose last release came meanwhile):
+			// stale. A path open is retried by the kernel with a fresh
+			// lookup, which says ENOENT; an open_by_handle_at is ESTALE
+			// (fs/export.go).
+			return nil, 0, syscall.ESTALE
+		}
 		return nil, 0, n.errno("open", err)
 	}
 	if errno := n.touchAtime(ctx, flags); errno != 0 {

@@ -361,15 +361,22 @@ func startBackground(ctx context.Context, t mountTarget, f mountFlags, stderr io
 	return nil
 }
 
+// mayReexec is set by main: the process is the agentfs command itself,
+// which reexecAsServer may replace. A test binary that runs commands in
+// process (runCLI) leaves it false: re-executing it would start its tests
+// over.
+var mayReexec bool
+
 // reexecAsServer replaces this process, about to serve a mount in the
 // foreground, by the same command with the runtime setting every mount
 // server runs with (mountproc.ServerEnv), which the Go runtime reads only
 // at start. It does nothing when the environment already has it (the
-// second time, or the user's own GODEBUG=madvdontneed); when the exec
-// fails it says so on stderr and the mount is served without it.
+// second time, or the user's own GODEBUG=madvdontneed), or in a process
+// that is not the agentfs command (mayReexec); when the exec fails it
+// says so on stderr and the mount is served without it.
 func reexecAsServer(stderr io.Writer) {
 	env := os.Environ()
-	if mountproc.HasServerEnv(env) {
+	if !mayReexec || mountproc.HasServerEnv(env) {
 		return
 	}
 	exe, err := os.Executable()

@@ -145,6 +145,7 @@ unknown command or flag, a bad flag value, the wrong number of arguments).
 var subcommands []func() *cobra.Command
 
 func main() {
+	mayReexec = true
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRootCmd().ExecuteContext(ctx)
 	stop()
