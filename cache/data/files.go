@@ -123,7 +123,8 @@ func (d *Files) Inodes() ([]uint64, error) {
 }
 
 // KeepOnly punches out of inode ino's data file, if it exists, every byte
-// outside blocks keep (sorted, of bs bytes each), keeping its size.
+// outside blocks keep (sorted, of bs bytes each), keeping its size. On a
+// filesystem that cannot punch holes it writes zeros there instead.
 func (d *Files) KeepOnly(ino uint64, keep []uint64, bs uint64) error {
 	f, err := d.Open(ino, false)
 	if err != nil || f == nil {
@@ -139,6 +140,9 @@ func (d *Files) KeepOnly(ino uint64, keep []uint64, bs uint64) error {
 			return nil
 		}
 		err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, int64(off), int64(end-off))
+		if errors.Is(err, unix.EOPNOTSUPP) {
+			err = writeZeros(f, off, end) // a filesystem that cannot punch
+		}
 		if err != nil {
 			return fmt.Errorf("punch [%d, %d) out of %s: %w", off, end, f.Name(), err)
 		}
@@ -152,6 +156,19 @@ func (d *Files) KeepOnly(ino uint64, keep []uint64, bs uint64) error {
 		off = (b + 1) * bs
 	}
 	return punch(off, size)
+}
+
+// writeZeros writes zeros over [off, end) of f.
+func writeZeros(f *os.File, off, end uint64) error {
+	zeros := make([]byte, min(end-off, 1<<20))
+	for off < end {
+		k, err := f.WriteAt(zeros[:min(uint64(len(zeros)), end-off)], int64(off))
+		if err != nil {
+			return err
+		}
+		off += uint64(k)
+	}
+	return nil
 }
 
 // Punch punches blocks (of bs bytes) out of data file f, keeping its size:

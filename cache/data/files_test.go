@@ -104,3 +104,31 @@ func countDiff(a, b []byte) int {
 	}
 	return n + max(len(a), len(b)) - min(len(a), len(b))
 }
+
+// TestWriteZeros: KeepOnly's fallback where holes cannot be punched
+// writes zeros over exactly the range, in pieces.
+func TestWriteZeros(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	all := bytes.Repeat([]byte{'x'}, 3<<20)
+	if err := os.WriteFile(p, all, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const off, end = 100, 5<<19 + 7
+	if err := writeZeros(f, off, end); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Clone(all)
+	clear(want[off:end])
+	if !bytes.Equal(got, want) {
+		t.Errorf("after writeZeros(%d, %d): %d bytes differ", off, end, countDiff(got, want))
+	}
+}
