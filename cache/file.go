@@ -488,8 +488,12 @@ func (v *Volume) dirtyBlock(n *node, b uint64) {
 //
 // Inline files change in memory only (persisted with their record at
 // close, fsync or checkpoint). For data files, a block's dirty mark is
-// in Badger (flushed through the write-behind layer) before its first byte
-// lands, so a crash never leaves local bytes that nothing records.
+// in Badger (flushed through the write-behind layer) before the first
+// byte a write lands in it. Blocks made dirty elsewhere (AdoptPinned, a
+// truncation) are persisted without that flush, so a write into one of
+// them soon after can reach the data file before its mark reaches Badger;
+// after a crash then, recovery punches those bytes (zeroUnrecorded), which
+// loses only data no fsync had made durable.
 func (v *Volume) writeLocked(n *node, data []byte, off, first, last uint64) error {
 	end := off + uint64(len(data))
 	if n.rec.Inline && end > v.inlineMax {
