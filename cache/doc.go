@@ -154,12 +154,15 @@
 //     last release (releaseNode persists the record and unpublishes the
 //     node under it, so a change sees either the open node or the stored
 //     record), and whatever dirties an open file's blocks or changes its
-//     size (lockData: writes, truncations, AdoptPinned), so that a freeze
+//     size (lockData: writes, truncations, AdoptPinned's marking of the
+//     blocks its hash found changed), so that a freeze
 //     is a cut no write crosses (TestCheckpointWhileWriting,
 //     TestCheckpointSizeMatchesChunk);
 //   - not at all by reads of an open file's bytes, its fsync and the
 //     persisting of its record (node.mu, then markMu for its marks),
-//     fetches, the tree fetch of a load, and a checkpoint's uploads
+//     AdoptPinned's reading and hashing of a pinned data file (node.mu
+//     shared only to note its blocks' records before, lockData to mark
+//     after, with each record checked again: passthrough.go), fetches, the tree fetch of a load, and a checkpoint's uploads
 //     (phases A and C).
 //
 // Changes stay under one exclusive hold because meta.Txn detects no

@@ -134,14 +134,32 @@ func (v *Volume) refillPinned(n *node, chunks map[uint64][]byte) error {
 // could have changed the data file behind the engine (a shared writable
 // mmap through a passthrough handle).
 //
-// The data file is read and hashed under the file's lock held shared
-// (compareData), not under the namespace lock, which a namespace change
-// would wait for; only marking the changed blocks takes the locks of a
-// write (lockData). A block whose record changed in between (a write, a
-// checkpoint, a truncation) is taken as changed. A write to the file
-// during the hash still waits for it, holding the namespace lock shared,
-// so a namespace change then waits too; hashing with no lock (the recheck
-// under lockData would cover it) would remove that.
+// The data file is read and hashed under no lock of the engine
+// (compareData): the file's lock is held only to note what the record
+// says of each clean block (its key: chunk and extent, recordedAs) and to
+// mark the changed blocks, under the locks of a write (lockData), so a
+// write to the file, and any namespace change, goes on during the hash.
+// A block is left clean only if, under lockData, it is clean, its key is
+// the one noted, and the bytes read matched that key. That leaves no block
+// wrongly clean. Between the note and the recheck, the engine changes a
+// clean block's bytes in the data file only by
+//   - a write, which makes the block dirty, under lockData, before its
+//     bytes land; the block is clean again at the recheck only if a
+//     checkpoint's apply marked it clean since, and then (its write
+//     generation says so) under the chunk of bytes it captured after the
+//     write: a new key, or the same key naming the bytes the data file
+//     now holds;
+//   - a truncation, which drops the chunks past the new size (a new key
+//     for a block that had one; a hole's bytes stay zeros) and makes the
+//     block it cuts dirty;
+//   - a reconcile's refill, which writes a new chunk's bytes under its
+//     new key.
+//
+// So a block clean under the noted key at the recheck holds that key's
+// bytes in the data file, but for what stores through a mapping wrote; a
+// store the reads missed came after the stamp was taken and the data file
+// written back, so it moved the stamp, and the next adoption reads again
+// (adoptState). TestAdoptPinnedHashUnlocked holds the hash midway.
 func (v *Volume) AdoptPinned(ctx context.Context, ino uint64) error {
 	n, err := v.openNode(ino)
 	if err != nil {
@@ -186,7 +204,7 @@ func (v *Volume) AdoptPinned(ctx context.Context, ino uint64) error {
 type dataComparison struct {
 	unchanged bool              // the data file did not change since the last adoption: nothing to do
 	stamp     stamp             // its stamp before it was read (the zero stamp: not trusted)
-	same      map[uint64]recKey // the clean blocks that hold what the record said, and what it said
+	same      map[uint64]recKey // the clean blocks that held what the record said, and what it said
 }
 
 // recKey is what a file's record says of one block: its chunk's hash
@@ -207,19 +225,59 @@ func (v *Volume) recordedAs(n *node, b uint64) recKey {
 	return k
 }
 
-// compareData reads the clean blocks of pinned file n's data file under
-// n's lock held shared and reports which still hold what the record says
-// (asRecorded), unless the data file's stamp says it did not change since
-// the last adoption. A trusted stamp is taken before the data file is
-// written back, so that a store the reads miss moves it (adoptState).
-func (v *Volume) compareData(n *node) (dataComparison, error) {
+// cleanBlock is what a pinned file's record said of one of its clean
+// blocks when an adoption began (adoptSnapshot).
+type cleanBlock struct {
+	b     uint64
+	key   recKey
+	raw   int  // the chunk's length (RawLen), if chunk
+	chunk bool // the block has a committed chunk (else it is a hole)
+}
+
+// adoptSnapshot notes, under n's lock held shared, what n's record says of
+// each clean block of its data file that may still hold it (not a copy of
+// the file's origin, which is taken as changed), and returns them with a
+// descriptor of the data file of its own (nil, and no blocks, if there is
+// nothing to adopt), which the caller closes.
+func (v *Volume) adoptSnapshot(n *node) (*os.File, []cleanBlock, error) {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	blocks := n.d.Adoptable(n.Layout())
-	f := n.d.DataFile()
-	if len(blocks) == 0 || f == nil {
-		return dataComparison{unchanged: true}, nil
+	if len(blocks) == 0 {
+		return nil, nil, nil
 	}
+	f, err := n.d.DupData()
+	if err != nil || f == nil {
+		return nil, nil, err
+	}
+	var clean []cleanBlock
+	for _, b := range blocks {
+		if n.rec.IsDirty(b) {
+			continue
+		}
+		cb := cleanBlock{b: b, key: v.recordedAs(n, b)}
+		if c, ok := n.rec.Chunk(b); ok {
+			cb.raw, cb.chunk = int(c.RawLen), true
+		} else if n.rec.HasOrigin && b*v.chunkSize < n.rec.OriginSize {
+			continue
+		}
+		clean = append(clean, cb)
+	}
+	return f, clean, nil
+}
+
+// compareData reads the clean blocks of pinned file n's data file, under
+// no lock of the engine once adoptSnapshot noted them, and reports which
+// held what the record said (asRecorded), unless the data file's stamp
+// says it did not change since the last adoption. A trusted stamp is
+// taken before the data file is written back, so that a store the reads
+// miss moves it (adoptState).
+func (v *Volume) compareData(n *node) (dataComparison, error) {
+	f, clean, err := v.adoptSnapshot(n)
+	if err != nil || f == nil {
+		return dataComparison{unchanged: err == nil}, err
+	}
+	defer f.Close()
 	st, sure, err := stampOf(f)
 	if err != nil {
 		return dataComparison{}, err
@@ -238,46 +296,41 @@ func (v *Volume) compareData(n *node) (dataComparison, error) {
 	}
 	cmp := dataComparison{stamp: st, same: map[uint64]recKey{}}
 	buf := make([]byte, v.chunkSize)
-	for _, b := range blocks {
-		if n.rec.IsDirty(b) {
-			continue
-		}
-		same, err := v.asRecorded(n, f, b, buf)
+	for _, cb := range clean {
+		same, err := v.asRecorded(f, cb, buf)
 		if err != nil {
 			return dataComparison{}, err
 		}
 		if same {
-			cmp.same[b] = v.recordedAs(n, b)
+			cmp.same[cb.b] = cb.key
+		}
+		if v.adoptHook != nil {
+			v.adoptHook(n.ino, cb.b)
 		}
 	}
 	return cmp, nil
 }
 
-// asRecorded reports whether clean block b of pinned file n holds in data
-// file f what n's record says it holds: its committed chunk's bytes (their
-// name, Repo.HashOf, is the chunk's hash) and zeros up to the block's end
-// within the file, or zeros for a block without a chunk. A block of the
-// file's origin (present as a copy of it) is reported changed. buf holds a
-// block. Caller holds n.mu.
-func (v *Volume) asRecorded(n *node, f *os.File, b uint64, buf []byte) (bool, error) {
-	start := b * v.chunkSize
-	p := buf[:min(v.chunkSize, n.rec.Size-start)]
-	k, err := f.ReadAt(p, int64(start))
+// asRecorded reports whether data file f holds for clean block cb what
+// the record said of it: its committed chunk's bytes (their name,
+// Repo.HashOf, is the chunk's hash) and zeros up to the block's end within
+// the file, or zeros for a block without a chunk. buf holds a block.
+func (v *Volume) asRecorded(f *os.File, cb cleanBlock, buf []byte) (bool, error) {
+	p := buf[:cb.key.extent]
+	k, err := f.ReadAt(p, int64(cb.b*v.chunkSize))
 	if err != nil && !errors.Is(err, io.EOF) {
 		return false, fmt.Errorf("cache data file: %w", err)
 	}
 	clear(p[k:]) // not written yet: a hole
 	raw := p[:0]
-	if c, ok := n.rec.Chunk(b); ok {
-		if int(c.RawLen) > len(p) {
+	if cb.chunk {
+		if cb.raw > len(p) {
 			return false, nil
 		}
-		raw = p[:c.RawLen]
-		if v.repo.HashOf(raw) != c.Hash {
+		raw = p[:cb.raw]
+		if v.repo.HashOf(raw) != cb.key.hash {
 			return false, nil
 		}
-	} else if n.rec.HasOrigin && start < n.rec.OriginSize {
-		return false, nil
 	}
 	return commit.IsZero(p[len(raw):]), nil
 }

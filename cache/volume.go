@@ -130,11 +130,14 @@ type Volume struct {
 	blocks   *data.Cache        // clean blocks' accounting and eviction (set at the end of open)
 	stats    commit.Stats       // checkpoints and lease renewals, for Status
 	adopted  adoptState         // pinned files' data-file stamps at their last adoption (passthrough.go)
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	closed   atomic.Bool
-	kick     chan struct{}
+	// adoptHook, for tests, is called by an adoption after it compared
+	// each clean block of file ino's data file, with no lock held.
+	adoptHook func(ino, b uint64)
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closed    atomic.Bool
+	kick      chan struct{}
 }
 
 // Meta keys.

@@ -273,10 +273,12 @@
 // which a store through a mapping moves once the adoption wrote its pages
 // back; trusted on ext2/3/4, XFS, Btrfs and F2FS) reads nothing; after a
 // change, or on another filesystem, it reads and hashes the file's clean
-// blocks under the file's lock held shared: the rest of the mount goes on,
-// but a write to that file waits for it holding the namespace lock shared,
-// and a namespace change (a create, a checkpoint's freeze) waits behind
-// that write. What a shared writable mapping of a
+// blocks under no lock of the engine: writes to that file, namespace
+// changes and checkpoints go on meanwhile, and a block that changed
+// through the server in the meantime is taken as changed (the engine
+// rechecks each block's record before it marks: a write has made it dirty,
+// or a checkpoint has recorded another chunk for it). What a shared
+// writable mapping of a
 // passthrough file can lose: msync alone reaches the data file, not the
 // record; stores not yet adopted are in no checkpoint, not in the change
 // feed, and move no mtime. A checkpoint includes what mappings stored

@@ -89,6 +89,21 @@ func (d *File) dupData(l Layout) (*os.File, error) {
 	case st.Size() > size:
 		return nil, fmt.Errorf("%w: the data file of inode %d has %d bytes, the file %d", ErrDataFile, d.ino, st.Size(), size)
 	}
+	return dup(f)
+}
+
+// DupData returns a new descriptor of the open data file (the caller
+// closes it), or nil if the data file is not open: one that a reader can
+// use without the file's lock, since closing the File does not close it.
+func (d *File) DupData() (*os.File, error) {
+	if d.f == nil {
+		return nil, nil
+	}
+	return dup(d.f)
+}
+
+// dup returns a new descriptor of f (close-on-exec).
+func dup(f *os.File) (*os.File, error) {
 	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("cache data file: %w", err)
