@@ -71,11 +71,16 @@ func (fsys *filesystem) forget(ino uint64) {
 	delete(fsys.tombs, ino)
 	fsys.tombMu.Unlock()
 	fsys.io.mu.Lock()
-	if m := fsys.io.m[ino]; m != nil && m.pt == 0 && m.cached == 0 {
-		fsys.unhold(ino, m)
+	m := fsys.io.m[ino]
+	if m != nil && m.pt == 0 && m.cached == 0 {
 		delete(fsys.io.m, ino)
+	} else {
+		m = nil
 	}
 	fsys.io.mu.Unlock()
+	if m != nil {
+		fsys.unhold(ino, m)
+	}
 }
 
 // openFlags are the FOPEN_* flags of a regular file's open with open(2)

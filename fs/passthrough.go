@@ -103,6 +103,9 @@ type ioModes struct {
 	// reclaiming: a reclaim is under way; noPrune: the kernel cannot
 	// prune (FUSE_NOTIFY_PRUNE, protocol 7.45). Guarded by mu.
 	reclaiming, noPrune bool
+	// unholding, for tests, is called by unhold before it ends a hold,
+	// with no lock held.
+	unholding func(ino uint64)
 }
 
 type ioMode struct {
@@ -307,10 +310,21 @@ func (fsys *filesystem) reclaim() {
 // unhold ends the hold of ino (ioMode.held) when the kernel forgets it:
 // no mapping of its data file is left, so what a writer's mapping wrote
 // is adopted (cache.Volume.AdoptPinned), the data file unpinned and the
-// hold's engine open released. Caller holds fsys.io.mu.
+// hold's engine open released. The caller (forget) has taken m out of
+// fsys.io.m and does not hold fsys.io.mu: an adoption may read the whole
+// data file, and with prune (reclaim) such forgets are routine, so the
+// opens and releases of other inodes must not wait for it. An open of
+// ino that comes meanwhile (the kernel looked the name up again) starts
+// a new mode for the inode, whatever this has done yet: its engine open
+// and its pin count on top of the hold's (PinLocal pins a file already
+// pinned without asking the budget), so they outlive this Unpin and
+// Release (TestUnholdOutsideLock).
 func (fsys *filesystem) unhold(ino uint64, m *ioMode) {
 	if !m.held {
 		return
+	}
+	if fsys.io.unholding != nil {
+		fsys.io.unholding(ino)
 	}
 	ctx := context.Background()
 	var err error

@@ -1,0 +1,150 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+
+	"github.com/agentfs/agentfs/cache"
+	"github.com/agentfs/agentfs/internal/snapshottest"
+)
+
+var ptSeq atomic.Int64
+
+// ptFS is a filesystem with passthrough on over a fresh engine volume,
+// without a mount: its opens, releases and forgets are called directly.
+type ptFS struct {
+	*filesystem
+	t *testing.T
+	w *snapshottest.Workspace
+}
+
+func newPtFS(t *testing.T, opts ...func(*cache.Options)) *ptFS {
+	_, repo := snapshottest.InitVolume(t, fmt.Sprintf("mem://fs-pt-%d-%d", os.Getpid(), ptSeq.Add(1)))
+	w := snapshottest.OpenWorkspace(t, repo, "main", opts...)
+	fsys := &filesystem{vol: w.V, log: slog.New(slog.DiscardHandler)}
+	fsys.passthrough.Store(true)
+	return &ptFS{filesystem: fsys, t: t, w: w}
+}
+
+// file writes file name with data and returns its inode.
+func (p *ptFS) file(name string, data []byte) uint64 {
+	p.t.Helper()
+	p.w.WriteFile(name, data)
+	a, err := p.w.Lookup(name)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return a.Ino
+}
+
+// openRO opens ino read-only as node.Open does (the engine's open, then
+// the io mode); errors go to the returned error, for other goroutines.
+func (p *ptFS) openRO(ino uint64) (gofs.FileHandle, error) {
+	ctx := context.Background()
+	if _, err := p.vol.Open(ctx, ino, false); err != nil {
+		return nil, err
+	}
+	fh, _, errno := p.open(ctx, newHandle(ino, syscall.O_RDONLY), syscall.O_RDONLY)
+	if errno != 0 {
+		return nil, errno
+	}
+	return fh, nil
+}
+
+// closeFH releases fh as node.Release does.
+func (p *ptFS) closeFH(fh gofs.FileHandle) error {
+	ctx := context.Background()
+	err := p.release(ctx, fh)
+	return errors.Join(err, p.vol.Release(ctx, asHandle(fh).ino))
+}
+
+// counts returns the engine's pinned and open files.
+func (p *ptFS) counts() (pinned, open int) {
+	p.t.Helper()
+	st, err := p.vol.Status(context.Background())
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return st.PinnedFiles, st.OpenFiles
+}
+
+// TestUnholdOutsideLock: the end of a held inode's hold at its forget
+// (adoption, Unpin, Release) runs without fsys.io.mu, so an open and a
+// release of another inode complete while it is held midway; and an open
+// of the same inode that comes between the forget's drop of its mode and
+// the end of the hold keeps its own pin and engine open.
+func TestUnholdOutsideLock(t *testing.T) {
+	p := newPtFS(t)
+	a := p.file("a", bytes.Repeat([]byte("a"), 200<<10))
+	b := p.file("b", bytes.Repeat([]byte("b"), 200<<10))
+	fh, err := p.openRO(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fh.(*ptHandle); !ok {
+		t.Fatalf("a read-only open of a file whole locally is not passthrough: %T", fh)
+	}
+	if err := p.closeFH(fh); err != nil { // a is held: its pin and an engine open
+		t.Fatal(err)
+	}
+
+	midway, resume := make(chan struct{}), make(chan struct{})
+	p.io.unholding = func(uint64) { close(midway); <-resume }
+	forgot := make(chan struct{})
+	go func() { p.forget(a); close(forgot) }()
+	<-midway
+	reopened := make(chan error, 1)
+	var again gofs.FileHandle
+	go func() {
+		fb, err := p.openRO(b)
+		if err == nil {
+			err = p.closeFH(fb) // b is held now
+		}
+		if err == nil {
+			again, err = p.openRO(a)
+		}
+		reopened <- err
+	}()
+	select {
+	case err := <-reopened:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute): // a deadlock's bound, not a timing
+		close(resume)
+		t.Fatal("an open and a release waited for the end of another inode's hold")
+	}
+	close(resume)
+	<-forgot
+	p.io.unholding = nil
+
+	ph, ok := again.(*ptHandle)
+	if !ok {
+		t.Fatalf("the open of a during its forget is not passthrough: %T", again)
+	}
+	got := make([]byte, 3)
+	if _, err := ph.fd.ReadAt(got, 100); err != nil || string(got) != "aaa" {
+		t.Errorf("the backing file of a after the end of its old hold: %q, %v", got, err)
+	}
+	if pinned, open := p.counts(); pinned != 2 || open != 2 {
+		t.Errorf("after the old hold of a ended: %d files pinned, %d open; want 2 and 2 (a's new handle, b's hold)", pinned, open)
+	}
+	if err := p.closeFH(again); err != nil { // a held again
+		t.Fatal(err)
+	}
+	p.forget(a)
+	p.forget(b)
+	if pinned, open := p.counts(); pinned != 0 || open != 0 {
+		t.Errorf("after every forget: %d files pinned, %d open; want none", pinned, open)
+	}
+}
