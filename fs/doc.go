@@ -247,10 +247,11 @@
 // a file not whole locally), and room comes back as the kernel forgets
 // held inodes, not when they are closed: such an open asks the kernel to
 // prune the held inodes no handle has open (FUSE_NOTIFY_PRUNE, FUSE
-// protocol 7.45; passthrough.go's reclaim), which it forgets unless still in
-// use (a mapping keeps its inode, and so its pin); an older kernel
-// forgets them only when it drops them itself (memory pressure,
-// drop_caches). Pinned bytes count in the cache's size but
+// protocol 7.45; passthrough.go's reclaim: one prune at a time, at most
+// one a second unless a hold ended since the last), which it forgets
+// unless still in use (a mapping keeps its inode, and so its pin); an
+// older kernel forgets them only when it drops them itself (memory
+// pressure, drop_caches). Pinned bytes count in the cache's size but
 // not in what triggers eviction, which keeps the other clean bytes within
 // the size less the pinned ones: a reader never runs an eviction pass
 // over files it cannot evict. The kernel allows one io mode per inode at a time, so the mode is

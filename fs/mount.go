@@ -184,6 +184,7 @@ func Mount(mountpoint string, vol *cache.Volume, opts Options) (*Server, error) 
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
 	fsys.server.Store(srv)
+	fsys.io.prune = srv.PruneNotify
 	go func() {
 		srv.Serve()
 		fsys.changes.Close("unmounted")

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -64,7 +65,8 @@ import (
 // room comes back as the kernel forgets held inodes, which such an open
 // asks it to do for the held inodes no handle has open (reclaim:
 // FUSE_NOTIFY_PRUNE drops their unused dentries; one still mapped, or
-// otherwise in use, stays, with its pin).
+// otherwise in use, stays, with its pin; one prune at a time, at most one
+// per pruneInterval unless a hold ended since the last).
 //
 // A cached open that follows a period in which a passthrough writer wrote
 // drops the inode's page cache (no FOPEN_KEEP_CACHE): pages cached before
@@ -103,6 +105,14 @@ type ioModes struct {
 	// reclaiming: a reclaim is under way; noPrune: the kernel cannot
 	// prune (FUSE_NOTIFY_PRUNE, protocol 7.45). Guarded by mu.
 	reclaiming, noPrune bool
+	// prunedAt: when the last reclaim began; zero once a hold ended
+	// since (unhold). Guarded by mu.
+	prunedAt time.Time
+	// prune sends FUSE_NOTIFY_PRUNE (fuse.Server.PruneNotify; set before
+	// the mount is served; nil: never). now is the clock of prunedAt
+	// (time.Now if nil). Tests set both.
+	prune func(inos []uint64) fuse.Status
+	now   func() time.Time
 	// unholding, for tests, is called by unhold before it ends a hold,
 	// with no lock held.
 	unholding func(ino uint64)
@@ -266,6 +276,10 @@ func (fsys *filesystem) release(ctx context.Context, f gofs.FileHandle) error {
 	return err
 }
 
+// pruneInterval is the least time between two reclaims while no hold
+// ends.
+const pruneInterval = time.Second
+
 // reclaim asks the kernel to forget the held inodes that no handle has
 // open, so that the pin budget has room again: FUSE_NOTIFY_PRUNE makes it
 // drop their unused dentries, and an inode left unused is forgotten
@@ -273,12 +287,24 @@ func (fsys *filesystem) release(ctx context.Context, f gofs.FileHandle) error {
 // use otherwise (a working directory, a hard link's other dentry), stays,
 // with its pin. At most one reclaim is under way, on a goroutine of its
 // own: a notification must not be sent from a request handler, since the
-// kernel may need a lock the request holds. Nothing on a kernel without
-// prune (before FUSE protocol 7.45): there held inodes are forgotten only
-// when the kernel drops them itself. Caller holds fsys.io.mu.
+// kernel may need a lock the request holds. And at most one begins per
+// pruneInterval, unless a hold ended since the last one (room came back,
+// yet an open found none): every open refused for want of room calls
+// this, and while the held inodes stay in use a prune of them is the
+// same wasted walk each time. Nothing on a kernel without prune (before
+// FUSE protocol 7.45): there held inodes are forgotten only when the
+// kernel drops them itself. Caller holds fsys.io.mu.
 func (fsys *filesystem) reclaim() {
-	srv := fsys.server.Load()
-	if srv == nil || fsys.io.reclaiming || fsys.io.noPrune {
+	prune := fsys.io.prune
+	if prune == nil || fsys.io.reclaiming || fsys.io.noPrune {
+		return
+	}
+	now := time.Now
+	if fsys.io.now != nil {
+		now = fsys.io.now
+	}
+	t := now()
+	if last := fsys.io.prunedAt; !last.IsZero() && t.Sub(last) < pruneInterval {
 		return
 	}
 	var idle []uint64
@@ -290,9 +316,9 @@ func (fsys *filesystem) reclaim() {
 	if len(idle) == 0 {
 		return
 	}
-	fsys.io.reclaiming = true
+	fsys.io.reclaiming, fsys.io.prunedAt = true, t
 	go func() {
-		st := srv.PruneNotify(idle)
+		st := prune(idle)
 		fsys.io.mu.Lock()
 		defer fsys.io.mu.Unlock()
 		fsys.io.reclaiming = false
@@ -334,6 +360,9 @@ func (fsys *filesystem) unhold(ino uint64, m *ioMode) {
 	fsys.vol.Unpin(ino)
 	err = errors.Join(err, fsys.vol.Release(ctx, ino))
 	m.held, m.mapWriter = false, false
+	fsys.io.mu.Lock()
+	fsys.io.prunedAt = time.Time{} // room came back: the next reclaim may begin at once
+	fsys.io.mu.Unlock()
 	if err != nil {
 		fsys.log.Warn("passthrough: end of the hold of a forgotten inode", "ino", ino, "err", err)
 	}

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/agentfs/agentfs/cache"
 	"github.com/agentfs/agentfs/internal/snapshottest"
@@ -143,6 +145,109 @@ func TestUnholdOutsideLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.forget(a)
+	p.forget(b)
+	if pinned, open := p.counts(); pinned != 0 || open != 0 {
+		t.Errorf("after every forget: %d files pinned, %d open; want none", pinned, open)
+	}
+}
+
+// hold opens ino read-only through passthrough and releases it, so that
+// the inode holds its pin until its forget.
+func (p *ptFS) hold(ino uint64) {
+	p.t.Helper()
+	fh, err := p.openRO(ino)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if _, ok := fh.(*ptHandle); !ok {
+		p.t.Fatalf("a read-only open of inode %d, whole locally, is not passthrough: %T", ino, fh)
+	}
+	if err := p.closeFH(fh); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// TestReclaimRateLimited: an open refused for want of pin room prunes
+// the idle held inodes (FUSE_NOTIFY_PRUNE), but not while a prune is
+// under way, nor again within pruneInterval of the last, unless a hold
+// ended since. The clock is the test's.
+func TestReclaimRateLimited(t *testing.T) {
+	p := newPtFS(t, func(o *cache.Options) { o.CacheSize = 1 << 20 }) // pins: at most 512 KiB
+	a := p.file("a", bytes.Repeat([]byte("a"), 200<<10))
+	b := p.file("b", bytes.Repeat([]byte("b"), 200<<10))
+	c := p.file("c", bytes.Repeat([]byte("c"), 400<<10)) // never fits beside a or b
+	p.hold(a)
+	p.hold(b)
+	now := time.Unix(1e9, 0)
+	asked, answer := make(chan []uint64, 8), make(chan struct{})
+	p.io.mu.Lock()
+	p.io.now = func() time.Time { return now }
+	p.io.prune = func(inos []uint64) fuse.Status {
+		asked <- slices.Sorted(slices.Values(inos))
+		<-answer
+		return fuse.OK
+	}
+	p.io.mu.Unlock()
+	refused := func() {
+		t.Helper()
+		fh, err := p.openRO(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := fh.(*ptHandle); ok {
+			t.Fatal("c was pinned: the pin budget had room")
+		}
+		if err := p.closeFH(fh); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reclaiming := func() bool {
+		p.io.mu.Lock()
+		defer p.io.mu.Unlock()
+		return p.io.reclaiming
+	}
+	pruned := func(step string, want ...uint64) { // and still under way
+		t.Helper()
+		select {
+		case got := <-asked:
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: pruned %v, want %v", step, got, want)
+			}
+		case <-time.After(time.Minute): // a deadlock's bound, not a timing
+			t.Fatalf("%s: no prune", step)
+		}
+	}
+	finish := func() { // the prune under way returns; wait for its end
+		t.Helper()
+		answer <- struct{}{}
+		for deadline := time.Now().Add(time.Minute); reclaiming(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the prune did not end")
+			}
+		}
+	}
+
+	refused()
+	pruned("first refused open", a, b)
+	now = now.Add(2 * pruneInterval)
+	refused() // the prune is under way
+	finish()
+	if len(asked) != 0 {
+		t.Errorf("a second prune began while one was under way: %v", <-asked)
+	}
+	last := now
+	refused()
+	pruned("past the interval", a, b)
+	finish()
+	now = last.Add(pruneInterval / 2)
+	refused()
+	if reclaiming() || len(asked) != 0 {
+		t.Errorf("a prune began within the interval of the last one")
+	}
+	p.forget(a) // a hold ends: room came back
+	refused()
+	pruned("after a hold ended, within the interval", b)
+	finish()
 	p.forget(b)
 	if pinned, open := p.counts(); pinned != 0 || open != 0 {
 		t.Errorf("after every forget: %d files pinned, %d open; want none", pinned, open)
