@@ -31,7 +31,7 @@ type fakeBackend struct {
 
 func (f *fakeBackend) Sync(ctx context.Context) error { f.syncs.Add(1); return f.syncErr }
 func (f *fakeBackend) Status(ctx context.Context) (cache.Status, error) {
-	return cache.Status{Branch: "main", HeadSeq: 42, DirtyFiles: 3, DirtyBytes: 7 << 20}, nil
+	return cache.Status{Branch: "main", HeadSeq: 42, DirtyFiles: 3, DirtyBytes: 7 << 20, PinnedFiles: 2, PinnedBytes: 786432}, nil
 }
 func (f *fakeBackend) Ops() []afs.OpStats {
 	return []afs.OpStats{{Op: "lookup", Calls: 5, Errors: 1, Time: time.Millisecond}}

@@ -21,7 +21,8 @@ const MetricsPath = "/metrics"
 
 // MetricsHandler returns the handler of the mount's Prometheus metrics:
 // the blob store's counters (agentfs_blobstore_*), the volume's state
-// (agentfs_volume_*), the kernel's requests (agentfs_fuse_*) and, on a
+// (agentfs_volume_*: its backlog, cache use and pinned files, commits and
+// last checkpoint), the kernel's requests (agentfs_fuse_*) and, on a
 // mount that serves history requests, its branch and snapshot counts
 // (agentfs_volume_branches, agentfs_volume_snapshots). Every scrape reads
 // the current values; counting branches and snapshots lists the store's
@@ -50,6 +51,8 @@ var (
 	descCacheBytes  = desc("agentfs_volume_cache_bytes", "Bytes of clean chunks in the local data cache.")
 	descCacheLimit  = desc("agentfs_volume_cache_limit_bytes", "Bound of the local data cache.")
 	descOpenFiles   = desc("agentfs_volume_open_files", "Files open through the mount.")
+	descPinnedFiles = desc("agentfs_volume_pinned_files", "Files whose data file is pinned for FUSE passthrough.")
+	descPinnedBytes = desc("agentfs_volume_pinned_bytes", "Clean cached bytes of the pinned files (counted in agentfs_volume_cache_bytes too).")
 	descCommits     = desc("agentfs_volume_commits_total", "Commits this mount wrote.")
 	descHeadSeq     = desc("agentfs_volume_head_seq", "Sequence number of the branch's last commit this mount wrote or loaded.")
 	descCheckpoint  = desc("agentfs_volume_last_checkpoint_seconds", "Duration of the last checkpoint.")
@@ -65,7 +68,7 @@ var (
 // Describe implements prometheus.Collector.
 func (c *mountCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDirtyFiles, descDirtyDirs, descDirtyBytes, descCacheBytes, descCacheLimit,
-		descOpenFiles, descCommits, descHeadSeq, descCheckpoint, descCheckpointT, descVolumeErr, descBranches, descSnapshots,
+		descOpenFiles, descPinnedFiles, descPinnedBytes, descCommits, descHeadSeq, descCheckpoint, descCheckpointT, descVolumeErr, descBranches, descSnapshots,
 		descFuseCalls, descFuseErrors, descFuseSeconds} {
 		ch <- d
 	}
@@ -90,6 +93,8 @@ func (c *mountCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descCacheBytes, float64(st.CacheBytes))
 		gauge(descCacheLimit, float64(st.CacheLimit))
 		gauge(descOpenFiles, float64(st.OpenFiles))
+		gauge(descPinnedFiles, float64(st.PinnedFiles))
+		gauge(descPinnedBytes, float64(st.PinnedBytes))
 		counter(descCommits, float64(st.Commits))
 		gauge(descHeadSeq, float64(st.HeadSeq))
 		gauge(descCheckpoint, st.LastCheckpointDur.Seconds())

@@ -12,8 +12,8 @@ import (
 )
 
 // TestMetrics: the metrics page has the blob store's counters, the
-// volume's state, the FUSE counters and, for a volume, the branch and
-// snapshot counts, with their current values.
+// volume's state (its pinned files too), the FUSE counters and, for a
+// volume, the branch and snapshot counts, with their current values.
 func TestMetrics(t *testing.T) {
 	ctx := context.Background()
 	store, repo := snapshottest.InitVolume(t, fmt.Sprintf("mem://control-metrics-%d-%d", os.Getpid(), memSeq.Add(1)))
@@ -36,6 +36,8 @@ func TestMetrics(t *testing.T) {
 		"agentfs_volume_snapshots 2\n",
 		"agentfs_volume_dirty_files 3\n", // the fake status
 		"agentfs_volume_head_seq 42\n",
+		"agentfs_volume_pinned_files 2\n",
+		"agentfs_volume_pinned_bytes 786432\n",
 		`agentfs_fuse_requests_total{op="lookup"} 5` + "\n",
 		`agentfs_fuse_errors_total{op="lookup"} 1` + "\n",
 		fmt.Sprintf(`agentfs_blobstore_operations_total{op="put_if_absent"} %d`, puts),
