@@ -16,6 +16,19 @@
 //     changed directory trees and commits them (see checkpoint.go and
 //     cache/commit).
 //
+// A data file outlives its inode's record only briefly. A deleted file's
+// (a closed file's last unlink, an orphan's last release, an inode a
+// reconcile drops) is removed once the deletion is in Badger
+// (data.Sources.DropDeleted, through meta.DB.AfterFlush): until then a
+// crash brings the file back and it needs its bytes. So an eviction never
+// removes the data file of an inode without a record
+// (data.Sources.EvictClosed): that deletion may not be durable yet. A
+// crash between the deletion's flush and the removal, or a Close whose last
+// flush fails, leaves a data file no record names, which no eviction, open
+// or deletion reaches again; the recovery after an unclean close removes
+// it (recoverDataFiles, volume.go), the one scan of the data files. A clean
+// close leaves none (its flush runs the removals).
+//
 // Parts. The engine is being split into packages under cache/ along its
 // lock order (issue 16); Volume stays the facade that fs/ calls. Split off
 // so far:

@@ -492,7 +492,7 @@ func (v *Volume) dirtyBlock(n *node, b uint64) {
 // byte a write lands in it. Blocks made dirty elsewhere (AdoptPinned, a
 // truncation) are persisted without that flush, so a write into one of
 // them soon after can reach the data file before its mark reaches Badger;
-// after a crash then, recovery punches those bytes (zeroUnrecorded), which
+// after a crash then, recovery punches those bytes (recoverDataFiles), which
 // loses only data no fsync had made durable.
 func (v *Volume) writeLocked(n *node, data []byte, off, first, last uint64) error {
 	end := off + uint64(len(data))

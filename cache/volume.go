@@ -469,22 +469,27 @@ func (v *Volume) recover() error {
 		if err := v.db.DropPrefix([]byte{meta.PrefixPresence}); err != nil {
 			return err
 		}
-		return v.zeroUnrecorded()
+		return v.recoverDataFiles()
 	}
 	return nil
 }
 
-// zeroUnrecorded punches out of every data file of a regular file that is
-// not inline whatever lies outside its record's dirty blocks, after an
-// unclean close: recover has just forgotten every present block, and a
-// block that is neither dirty nor present is read from the data file as a
-// hole (zeros) or fetched again, so bytes a crashed server left there
-// without recording them — a store through a passthrough file's shared
-// mapping into a hole that no adoption reached, or a write whose dirty
-// mark did not reach the database — must not be read back (or committed
-// with a later partial write of the block). A data file without a record
-// is left to the clean-up of orphans.
-func (v *Volume) zeroUnrecorded() error {
+// recoverDataFiles repairs the data files after an unclean close. It
+// removes the data file of an inode that has no record: its deletion (or a
+// reconcile's drop) reached the database and the crash came before the
+// after-flush hook that removes the data file (data.Sources.DropDeleted),
+// or the last Close's flush failed with the hook still queued; no record
+// names such an inode, so no eviction, open or deletion ever reaches its
+// data file again, and this is the one place it goes. And it punches out
+// of every data file of a regular file that is not inline whatever lies
+// outside its record's dirty blocks: recover has just forgotten every
+// present block, and a block that is neither dirty nor present is read
+// from the data file as a hole (zeros) or fetched again, so bytes a
+// crashed server left there without recording them — a store through a
+// passthrough file's shared mapping into a hole that no adoption reached,
+// or a write whose dirty mark did not reach the database — must not be
+// read back (or committed with a later partial write of the block).
+func (v *Volume) recoverDataFiles() error {
 	inos, err := v.files.Inodes()
 	if err != nil {
 		return err
@@ -497,6 +502,9 @@ func (v *Volume) zeroUnrecorded() error {
 			return err
 		})
 		if errors.Is(err, ErrNotFound) {
+			if err := v.files.Remove(ino); err != nil {
+				return err
+			}
 			continue
 		}
 		if err != nil {

@@ -74,7 +74,9 @@ type Sources struct {
 // recorded present that reads as zeros. Then the block cache stops
 // counting the file, and, if it had a presence record, its data file goes,
 // or, if the file has dirty blocks, has the present blocks punched out. An
-// inline file has no data file.
+// inline file has no data file. The data file of a file without a record
+// stays: it is its deletion's to remove (DropDeleted), once the deletion
+// is durable, or, after a crash, the recovery's.
 func (s *Sources) EvictClosed(ino uint64, update func(func(Layout, RecordsTxn) error) error) error {
 	var l Layout
 	var present []uint64
