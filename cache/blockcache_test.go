@@ -205,3 +205,61 @@ func TestReopenCountsExtents(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestGrowCountsExtents: a file that grows makes its present last block
+// longer (its new bytes read as zeros), and the block cache counts the
+// block at its new extent, so that an eviction or a write of the block
+// takes exactly its count away. Before, the count kept the extent of the
+// block's install: writing the grown block took its whole extent away,
+// and the file's other present blocks stopped being counted (bytes the
+// cache's limit no longer saw).
+func TestGrowCountsExtents(t *testing.T) {
+	ctx := context.Background()
+	url := testStoreURL(t)
+	initVolume(t, url, func(c *snapshot.Config) { c.ChunkSize = 4096 })
+	v := openVolume(t, url, "")
+	bs := int64(v.chunkSize)
+	ino := writeFile(t, v, RootIno, "f", bytes.Repeat([]byte("x"), int(bs+bs/2))).Ino
+	other := writeFile(t, v, RootIno, "g", bytes.Repeat([]byte("y"), int(bs+bs/2))).Ino
+	if err := v.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := v.blocks.Bytes(ino); got != bs+bs/2 {
+		t.Fatalf("after the sync the block cache counts %d bytes for the file, want %d", got, bs+bs/2)
+	}
+	if _, err := v.Open(ctx, ino, false); err != nil {
+		t.Fatal(err)
+	}
+	size := uint64(3 * bs)
+	if _, err := v.SetAttr(ctx, ino, SetAttrIn{Size: &size}); err != nil {
+		t.Fatal(err)
+	}
+	if got := v.blocks.Bytes(ino); got != 2*bs {
+		t.Errorf("after growing to 3 blocks the block cache counts %d bytes, want %d (2 present blocks)", got, 2*bs)
+	}
+	if _, err := v.Write(ctx, ino, []byte("z"), uint64(bs+10)); err != nil {
+		t.Fatal(err)
+	}
+	if got := v.blocks.Bytes(ino); got != bs {
+		t.Errorf("after writing block 1 the block cache counts %d bytes, want %d (block 0)", got, bs)
+	}
+	if err := v.Release(ctx, ino); err != nil {
+		t.Fatal(err)
+	}
+	// Grown by a write past the end, not into the partial block.
+	if _, err := v.Open(ctx, other, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Write(ctx, other, []byte("z"), uint64(3*bs)); err != nil {
+		t.Fatal(err)
+	}
+	if got := v.blocks.Bytes(other); got != 2*bs {
+		t.Errorf("after a write past the end the block cache counts %d bytes, want %d (2 present blocks)", got, 2*bs)
+	}
+	if err := v.Release(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.checkInvariants(); err != nil {
+		t.Error(err)
+	}
+}

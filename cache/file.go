@@ -518,6 +518,7 @@ func (v *Volume) writeLocked(n *node, data []byte, off, first, last uint64) erro
 			}
 		}
 		if fresh {
+			n.d.Grow(n.rec.Size, end)
 			n.rec.Size = max(n.rec.Size, end)
 			n.rec.Mtime, n.rec.Ctime = now, now
 			if err := v.update(func(txn *meta.Txn, d *meta.Delta) error { return v.persistTxn(txn, d, n) }); err != nil {
@@ -539,6 +540,7 @@ func (v *Volume) writeLocked(n *node, data []byte, off, first, last uint64) erro
 		v.gens.Bump(n.ino, b)
 	}
 	if end > n.rec.Size {
+		n.d.Grow(n.rec.Size, end)
 		n.rec.Size = end
 		n.memDirty = true
 	}
@@ -661,6 +663,7 @@ func (v *Volume) truncateLocked(n *node, size uint64) error {
 		}
 	}
 	now := v.now().UnixNano()
+	n.d.Grow(n.rec.Size, size)
 	n.rec.Size = size
 	n.rec.Mtime, n.rec.Ctime = now, now
 	n.memDirty = true

@@ -204,8 +204,8 @@ const (
 //
 // Invariants (CheckInvariants): a present block is neither dirty nor past
 // the file's end; an inline file holds at most block 0 present, and its
-// bytes are no longer than the file; the block cache counts no more for
-// the file than the extents of its present blocks; a pinned file (Pin) is
+// bytes are no longer than the file; the block cache counts exactly the
+// extents of its present blocks at the file's size; a pinned file (Pin) is
 // not inline and is Whole, its data file open and no shorter than the
 // file. Data-file bytes outside
 // dirty and present blocks, and past the file's size, are zeros (holes):
@@ -304,13 +304,28 @@ func (d *File) AddPresent(blocks []uint64, size uint64) {
 	d.src.Cache.Add(d.ino, added)
 }
 
+// Grow counts in the block cache what a file growing from old to size
+// bytes adds to its present blocks: the block that held its old end, if
+// present, now extends to the new end or its own (its bytes past old read
+// as zeros, a hole of the data file). The caller calls it as the record's
+// size grows, so that the count stays the extents of the present blocks at
+// the file's size, which is what an eviction or a write later takes out.
+func (d *File) Grow(old, size uint64) {
+	if size <= old || old%d.bs == 0 || !d.present[old/d.bs] {
+		return
+	}
+	b := old / d.bs
+	d.src.Cache.Add(d.ino, d.extent(b, size)-d.extent(b, old))
+}
+
 // Replace drops the local bytes of every block but the present ones in
 // keep, for a file whose blocks change under it (a reconcile brings it to
 // another commit's entry, whose chunks are unchanged for the blocks in
 // keep): l is its record before the change and size its new size. The
 // present blocks not kept stop being present and counted in the block
-// cache (which counts an access to the file, even for no block), and the
-// inline bytes go unless block 0 is kept. A data file has those blocks
+// cache (which counts an access to the file, even for no block; a kept
+// block counts its extent at the new size), and the inline bytes go unless
+// block 0 is kept. A data file has those blocks
 // and l's dirty ones punched out and is cut to size, or, when nothing is
 // kept and the file is not pinned, is closed and removed. The caller
 // stores the records (the presence record, PresenceRecord; the inline
@@ -322,6 +337,8 @@ func (d *File) Replace(l Layout, keep map[uint64]bool, size uint64) error {
 		if !keep[b] {
 			drop = append(drop, b)
 			freed += d.unpresent(b, l.Size())
+		} else {
+			freed += d.extent(b, l.Size()) - d.extent(b, size)
 		}
 	}
 	d.src.Cache.Add(d.ino, -freed)
@@ -699,7 +716,7 @@ func (d *File) Install(l Layout, b uint64, p []byte) error {
 	d.present[b] = true
 	d.presenceDirty = true
 	d.lastFetched = b + 1
-	d.src.Cache.Add(d.ino, int64(len(buf)))
+	d.src.Cache.Add(d.ino, int64(extent)) // an inline file's shorter bytes too: its block reads as extent bytes
 	return nil
 }
 
@@ -834,11 +851,11 @@ func (d *File) Evictable(l Layout, readAhead int) []uint64 {
 // CheckInvariants returns what of File's invariants does not hold against
 // l, the file's record: no present block is dirty or wholly past the end,
 // an inline file holds at most block 0 present and no more bytes than its
-// size, and the block cache counts no more for the file than the extents
-// of its present blocks (it may count less: a block counts its extent when
-// installed, and a file that grows since makes it larger); a pinned file
-// is not inline, is Whole, and its data file is open and no shorter than
-// the file. The caller holds the record's lock.
+// size, and the block cache counts for the file exactly the extents of its
+// present blocks at its size (each change of either recounts: an install,
+// AddPresent, Unpresent, Cut, Evict, Replace, and Grow as the file grows);
+// a pinned file is not inline, is Whole, and its data file is open and no
+// shorter than the file. The caller holds the record's lock.
 func (d *File) CheckInvariants(l Layout) error {
 	size := l.Size()
 	var held int64
@@ -856,7 +873,7 @@ func (d *File) CheckInvariants(l Layout) error {
 	if l.Inline() && uint64(len(d.inline)) > size {
 		return fmt.Errorf("file %d: %d inline bytes for a size of %d", d.ino, len(d.inline), size)
 	}
-	if c := d.src.Cache.Bytes(d.ino); c > held {
+	if c := d.src.Cache.Bytes(d.ino); c != held {
 		return fmt.Errorf("file %d: the block cache counts %d bytes, its present blocks hold %d", d.ino, c, held)
 	}
 	return d.checkPinned(l)
