@@ -112,6 +112,10 @@ func TestClassifyGocloud(t *testing.T) {
 	}{
 		{"below a file", &os.PathError{Op: "stat", Path: "/s/a/b", Err: syscall.ENOTDIR}, KindNotFound},
 		{"EAGAIN", fmt.Errorf("w: %w", syscall.EAGAIN), KindTransient},
+		{"disk full", &os.PathError{Op: "write", Path: "/s/packs/x", Err: syscall.ENOSPC}, KindNoSpace},
+		{"disk full, wrapped", fmt.Errorf("blob (code=Unknown): %w", &os.PathError{Op: "write", Path: "/s/x", Err: syscall.ENOSPC}), KindNoSpace},
+		{"quota", &os.PathError{Op: "write", Path: "/s/packs/x", Err: syscall.EDQUOT}, KindNoSpace},
+		{"read-only filesystem", &os.PathError{Op: "open", Path: "/s/packs/x", Err: syscall.EROFS}, KindPermanent},
 		{"plain", errors.New("x"), KindUnknown},
 	} {
 		if got := d.Classify(tc.err); got != tc.want {

@@ -51,8 +51,11 @@
 //
 // Errors returned by Store are *Error values that wrap the provider's error and
 // carry a Kind. Check them with errors.Is(err, ErrNotFound), errors.Is(err,
-// ErrExists), IsTransient(err), KindOf(err) or errors.As(err, &e) — never by
-// message.
+// ErrExists), errors.Is(err, ErrNoSpace), IsTransient(err), KindOf(err) or
+// errors.As(err, &e) — never by message. A file:// store whose disk is full
+// or whose quota is reached fails a write with KindNoSpace ("out of
+// space"), which Store does not retry; a read-only filesystem under it is
+// KindPermanent.
 //
 // PutIfAbsent is the one conditional write: exactly one of several concurrent
 // writers of a key wins, on every driver and across machines. When an attempt

@@ -254,6 +254,12 @@ func (d *gocloudDriver) Classify(err error) Kind {
 	if errors.Is(err, errReservedKey) || errors.Is(err, errStoreGone) || errors.Is(err, errPathBlocked) {
 		return KindPermanent
 	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return KindNoSpace // file://: the disk is full, or the quota reached
+	}
+	if errors.Is(err, syscall.EROFS) {
+		return KindPermanent // file://: the store's filesystem is mounted read-only
+	}
 	if errors.Is(err, syscall.ENOTDIR) {
 		// file://, reading: a key below an object ("a/b" when "a" is a
 		// file) does not exist. Writes never get here (see putError).

@@ -27,10 +27,18 @@ const (
 	KindPermanent
 	// KindCanceled: the caller's context was cancelled or its deadline passed.
 	KindCanceled
+	// KindNoSpace: the store has no room for the write (a file:// store's
+	// disk is full or its quota is reached). Store does not retry it: room
+	// comes back only when someone frees it; a caller that retries later
+	// (the checkpoints) may succeed then.
+	KindNoSpace
+
+	lastKind = KindNoSpace
 )
 
 // String returns the kind's name as used in error messages ("not found",
-// "exists", "transient", "permanent", "canceled", "unknown").
+// "exists", "transient", "permanent", "canceled", "out of space",
+// "unknown").
 func (k Kind) String() string {
 	switch k {
 	case KindNotFound:
@@ -43,6 +51,8 @@ func (k Kind) String() string {
 		return "permanent"
 	case KindCanceled:
 		return "canceled"
+	case KindNoSpace:
+		return "out of space"
 	default:
 		return "unknown"
 	}
@@ -56,6 +66,8 @@ var (
 	ErrExists = errors.New("object already exists")
 	// ErrTransient matches errors that were (or could be) retried.
 	ErrTransient = errors.New("transient storage error")
+	// ErrNoSpace matches a write the store had no room for (KindNoSpace).
+	ErrNoSpace = errors.New("the store is out of space")
 )
 
 // Error is the error type returned by every Store method. It names the
@@ -91,6 +103,8 @@ func (e *Error) Is(target error) bool {
 		return e.Kind == KindExists
 	case ErrTransient:
 		return e.Kind == KindTransient
+	case ErrNoSpace:
+		return e.Kind == KindNoSpace
 	}
 	return false
 }

@@ -39,7 +39,7 @@ var LatencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 
 type opMetrics struct {
 	calls    atomic.Int64 // logical calls (a retried call counts once)
 	attempts atomic.Int64 // attempts sent to the driver
-	errors   [KindCanceled + 1]atomic.Int64
+	errors   [lastKind + 1]atomic.Int64
 	bytes    atomic.Int64
 	latSum   atomic.Int64 // nanoseconds, per call including retries
 	buckets  []atomic.Int64

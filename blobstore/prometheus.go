@@ -67,7 +67,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.ops, prometheus.CounterValue, float64(st.Calls), name)
 		ch <- prometheus.MustNewConstMetric(c.attempts, prometheus.CounterValue, float64(st.Attempts), name)
 		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.CounterValue, float64(st.Bytes), name)
-		for k := KindUnknown; k <= KindCanceled; k++ {
+		for k := KindUnknown; k <= lastKind; k++ {
 			ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(st.Errors[k]), name, kindLabel(k))
 		}
 		// Snapshot's buckets are per interval; Prometheus wants them

@@ -443,7 +443,7 @@ func TestErrorMatching(t *testing.T) {
 	if KindOf(errors.New("plain")) != KindUnknown || IsTransient(errors.New("plain")) {
 		t.Error("a plain error has a kind")
 	}
-	for k := KindUnknown; k <= KindCanceled; k++ {
+	for k := KindUnknown; k <= lastKind; k++ {
 		if k.String() == "" || (k != KindUnknown && k.String() == "unknown") {
 			t.Errorf("Kind(%d) has no name", k)
 		}

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -198,5 +200,65 @@ func TestDivergedWriter(t *testing.T) {
 	c := openVolume(t, url, "", func(o *Options) { o.ReadOnly = true; o.Branch = st.Branch })
 	if _, err := c.Lookup(ctx, RootIno, "from-a"); err != nil {
 		t.Fatalf("branch %s lacks A's file: %v", st.Branch, err)
+	}
+}
+
+// TestStoreOutOfSpace: the file:// store's disk is full (every put fails
+// with ENOSPC, as the file driver gets it). A sync fails with
+// blobstore.ErrNoSpace (the store's kind, not "unknown"), Status's last
+// error says the store is out of space and what the disk said, and once
+// there is room again the next sync commits everything.
+func TestStoreOutOfSpace(t *testing.T) {
+	dir := t.TempDir()
+	url := "file://" + dir
+	initVolume(t, url, func(c *snapshot.Config) { c.ChunkSize = 4096; c.PackSize = 1 << 20 })
+	ctx := context.Background()
+	var fd *faulty.Driver
+	s, err := blobstore.Open(ctx, url, blobstore.Options{
+		WrapDriver: func(d blobstore.Driver) blobstore.Driver {
+			fd = faulty.New(d, faulty.Options{})
+			return fd
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := snapshot.Open(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := Open(ctx, Options{Repo: r, CacheDir: t.TempDir(), CheckpointInterval: -1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = v.Close(ctx) })
+
+	data := bytes.Repeat([]byte("full"), 3000)
+	writeFile(t, v, RootIno, "f", data)
+	fd.SetPutError(&os.PathError{Op: "write", Path: filepath.Join(dir, "packs", "x"), Err: syscall.ENOSPC})
+	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err = v.Sync(sctx)
+	cancel()
+	if !errors.Is(err, blobstore.ErrNoSpace) || blobstore.KindOf(err) != blobstore.KindNoSpace {
+		t.Fatalf("sync to a full store: %v (kind %v), want blobstore.ErrNoSpace", err, blobstore.KindOf(err))
+	}
+	st := must[Status](t)(v.Status(ctx))
+	if !strings.Contains(st.LastError, "out of space") || !strings.Contains(st.LastError, "no space left on device") || strings.Contains(st.LastError, "unknown") {
+		t.Errorf("last error %q: want the store's kind (out of space) and the disk's words (no space left on device)", st.LastError)
+	}
+	if st.DirtyFiles == 0 {
+		t.Errorf("status of a store out of space shows no backlog: %+v", st)
+	}
+
+	fd.SetPutError(nil)
+	if err := v.Sync(ctx); err != nil {
+		t.Fatalf("sync once the store has room: %v", err)
+	}
+	if st := must[Status](t)(v.Status(ctx)); st.LastError != "" || st.DirtyFiles != 0 {
+		t.Errorf("status after the sync: last error %q, %d dirty files", st.LastError, st.DirtyFiles)
+	}
+	w := openVolume(t, url, "")
+	if got := readFile(t, w, must[Attr](t)(w.Lookup(ctx, RootIno, "f")).Ino); !bytes.Equal(got, data) {
+		t.Error("the file read from a fresh cache differs")
 	}
 }

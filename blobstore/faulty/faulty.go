@@ -2,7 +2,8 @@
 // call fails with a given probability, a "down" switch fails every call, and
 // a fixed latency can be added. It lets the layers above blobstore test what
 // they do when the store is slow, flaky or gone ("the store fails 20% of
-// requests, then is down for a while").
+// requests, then is down for a while"), or refuses writes with an error of
+// the test's choosing (SetPutError: a full disk).
 //
 // Injected failures are classified as transient, so a Store built over a
 // faulty Driver retries them like real network errors. The failures are
@@ -66,7 +67,7 @@ type Options struct {
 // Stats counts what a Driver did.
 type Stats struct {
 	Calls    int64 // calls of the Driver methods (Classify and Close excluded)
-	Injected int64 // calls and reads that failed with ErrInjected or ErrDown
+	Injected int64 // calls and reads that failed with ErrInjected, ErrDown or SetPutError's error
 }
 
 // Driver is a blobstore.Driver that injects failures into the calls it
@@ -77,7 +78,8 @@ type Driver struct {
 	opts  Options
 
 	down     atomic.Bool
-	failRate atomic.Uint64 // math.Float64bits of the current FailRate
+	putErr   atomic.Pointer[error] // SetPutError's error; nil: none
+	failRate atomic.Uint64         // math.Float64bits of the current FailRate
 	calls    atomic.Int64
 	injected atomic.Int64
 
@@ -97,6 +99,20 @@ func New(inner blobstore.Driver, opts Options) *Driver {
 // SetDown switches the driver down (every call fails with ErrDown, without
 // reaching the wrapped driver) or back up.
 func (d *Driver) SetDown(down bool) { d.down.Store(down) }
+
+// SetPutError makes every Put fail with err, without reaching the wrapped
+// driver, until SetPutError(nil): a store that refuses writes and still
+// serves reads (a full disk, a quota reached, a read-only filesystem).
+// Unlike the injected failures, err is classified by the wrapped driver,
+// as one of its own errors would be (a file:// driver's syscall.ENOSPC,
+// say).
+func (d *Driver) SetPutError(err error) {
+	if err == nil {
+		d.putErr.Store(nil)
+		return
+	}
+	d.putErr.Store(&err)
+}
 
 // Down reports whether the driver is down.
 func (d *Driver) Down() bool { return d.down.Load() }
@@ -170,6 +186,10 @@ func (d *Driver) Put(ctx context.Context, key string, r io.Reader, size int64, o
 	if err := d.before(ctx, "put"); err != nil {
 		return err
 	}
+	if e := d.putErr.Load(); e != nil {
+		d.injected.Add(1)
+		return fmt.Errorf("put: %w", *e)
+	}
 	return d.after("put", d.inner.Put(ctx, key, r, size, opts))
 }
 
@@ -198,7 +218,7 @@ func (d *Driver) Delete(ctx context.Context, key string) error {
 }
 
 // Classify maps ErrInjected and ErrDown to blobstore.KindTransient and
-// defers every other error to the wrapped driver.
+// defers every other error (SetPutError's too) to the wrapped driver.
 func (d *Driver) Classify(err error) blobstore.Kind {
 	if errors.Is(err, ErrInjected) || errors.Is(err, ErrDown) {
 		return blobstore.KindTransient

@@ -293,6 +293,7 @@ var Engine = Table{
 	{"blobstore.ErrNotFound", blobstore.ErrNotFound, NotFound},
 	{"blobstore.ErrExists", blobstore.ErrExists, Exists},
 	{"blobstore.ErrTransient", blobstore.ErrTransient, Unavailable},
+	{"blobstore.ErrNoSpace", blobstore.ErrNoSpace, Unavailable}, // the store's disk is full or its quota reached: free space there (checkpoints retry)
 }
 
 // Errno are the kernel's answers (file operations on a mount, a host

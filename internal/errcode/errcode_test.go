@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"syscall"
 	"testing"
 
+	"github.com/agentfs/agentfs/blobstore"
 	"github.com/agentfs/agentfs/cache"
 	"github.com/agentfs/agentfs/snapshot"
 )
@@ -51,6 +53,8 @@ func TestLookup(t *testing.T) {
 		{fmt.Errorf("fsck: %w", snapshot.ErrCorrupt), "snapshot.ErrCorrupt"},
 		{fmt.Errorf("x: %w", syscall.ENOENT), "io/fs.ErrNotExist"},
 		{fmt.Errorf("x: %w", cache.ErrReadOnly), "cache.ErrReadOnly"},
+		// A full file:// store: its kind's sentinel, not the errno below it.
+		{&blobstore.Error{Op: "put", URL: "file:///s", Kind: blobstore.KindNoSpace, Err: &os.PathError{Op: "write", Path: "/s/x", Err: syscall.ENOSPC}}, "blobstore.ErrNoSpace"},
 	} {
 		e, ok := Below.Lookup(tc.err)
 		if !ok || e.Name != tc.want {
