@@ -27,7 +27,7 @@ func (v *Volume) loadBlockCache() error {
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			ino := meta.U64(it.Item().Key()[1:])
-			present, _, err := data.StoredPresence(records{txn}, ino)
+			present, _, err := data.StoredPresence(meta.FileRecords{Txn: txn}, ino)
 			if err != nil {
 				return err
 			}
@@ -97,12 +97,12 @@ func (e fileEvictor) closed(ino uint64) error {
 		return v.db.Update(func(txn *meta.Txn) error {
 			r, err := ns.ReadInode(txn, ino)
 			if errors.Is(err, ErrNotFound) {
-				return fn(nil, records{txn})
+				return fn(nil, meta.FileRecords{Txn: txn})
 			}
 			if err != nil {
 				return err
 			}
-			return fn(layout{r}, records{txn})
+			return fn(meta.FileLayout{R: r}, meta.FileRecords{Txn: txn})
 		})
 	})
 }

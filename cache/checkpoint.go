@@ -466,7 +466,7 @@ func (v *Volume) holdFile(ino uint64) (heldFile, bool, error) {
 		if err != nil {
 			return err
 		}
-		present, _, err := data.StoredPresence(records{txn}, ino)
+		present, _, err := data.StoredPresence(meta.FileRecords{Txn: txn}, ino)
 		n = &node{v: v, ino: ino, rec: r, d: data.NewFile(v.data, ino, present, nil)}
 		return err
 	})

@@ -56,10 +56,10 @@
 //     block source: data.Origins) is a data.Sources, which also drops a
 //     closed file's clean blocks (records first) and a deleted file's
 //     data. It knows no namespace: it reads a file's record through
-//     data.Layout (file.go here), locks an open file and holds it open
+//     data.Layout (meta.FileLayout), locks an open file and holds it open
 //     through data.Held (node here), writes its two records through
-//     data.Records and loads them through data.Stored (a transaction
-//     here; data.StoredPresence reads a presence record, also for the
+//     data.Records and loads them through data.Stored (meta.FileRecords,
+//     a transaction; data.StoredPresence reads a presence record, also for the
 //     block cache's count at open, loadBlockCache in blockcache.go, and a
 //     closed file's eviction, which reads and deletes its records in one
 //     transaction: data.Sources.EvictClosed), reaches back

@@ -48,27 +48,18 @@ type node struct {
 	opens int // guarded by v.nodesMu
 }
 
-// layout is a file's record as its data.File reads it.
-type layout struct{ r *meta.Inode }
-
-func (l layout) Size() uint64                            { return l.r.Size }
-func (l layout) Inline() bool                            { return l.r.Inline }
-func (l layout) IsDirty(b uint64) bool                   { return l.r.IsDirty(b) }
-func (l layout) Dirty() bool                             { return len(l.r.Dirty) > 0 }
-func (l layout) Chunk(b uint64) (snapshot.BlobRef, bool) { return l.r.Chunk(b) }
-func (l layout) Origin() string                          { return l.r.Origin }
-func (l layout) OriginSize() uint64 {
-	if !l.r.HasOrigin {
-		return 0
-	}
-	return l.r.OriginSize
-}
+// A file's record and data records as the data side reads and writes
+// them: meta's adapters, which implement data's interfaces.
+var (
+	_ data.Layout     = meta.FileLayout{}
+	_ data.RecordsTxn = meta.FileRecords{}
+)
 
 // A node is the data side's handle of an open file (data.Held): its lock
 // (n.mu), its record as a Layout, its data state and a hold on it.
 
 // Layout returns n's record as n.d reads it. Caller holds n.mu.
-func (n *node) Layout() data.Layout { return layout{n.rec} }
+func (n *node) Layout() data.Layout { return meta.FileLayout{R: n.rec} }
 
 // Data returns n's data state. Caller holds n.mu.
 func (n *node) Data() *data.File { return n.d }
@@ -137,24 +128,11 @@ func (v *Volume) loadNode(txn *meta.Txn, ino uint64) (*node, error) {
 	default:
 		return nil, ErrInvalid
 	}
-	d, err := v.data.LoadFile(ino, layout{r}, records{txn})
+	d, err := v.data.LoadFile(ino, meta.FileLayout{R: r}, meta.FileRecords{Txn: txn})
 	if err != nil {
 		return nil, ioErr(err)
 	}
 	return &node{v: v, ino: ino, rec: r, d: d}, nil
-}
-
-// getValue returns a copy of the value of key, or false if it is absent.
-func getValue(txn *meta.Txn, key []byte) ([]byte, bool, error) {
-	it, err := txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	b, err := it.ValueCopy(nil)
-	return b, err == nil, err
 }
 
 // acquireNode returns the node of regular file ino, creating it, and counts
@@ -286,34 +264,7 @@ func (v *Volume) persistTxn(txn *meta.Txn, d *meta.Delta, n *node) error {
 			return err
 		}
 	}
-	return n.d.Persist(n.Layout(), records{txn})
-}
-
-// records stores a data.File's records in a transaction of the database
-// (data.Records) and reads them back (data.Stored).
-type records struct{ txn *meta.Txn }
-
-func (r records) Inline(ino uint64) ([]byte, bool, error) {
-	return getValue(r.txn, meta.Key64(meta.PrefixInline, ino))
-}
-
-func (r records) Presence(ino uint64) ([]byte, bool, error) {
-	return getValue(r.txn, meta.Key64(meta.PrefixPresence, ino))
-}
-
-func (r records) SetInline(ino uint64, b []byte) error {
-	return r.set(meta.Key64(meta.PrefixInline, ino), b)
-}
-
-func (r records) SetPresence(ino uint64, b []byte) error {
-	return r.set(meta.Key64(meta.PrefixPresence, ino), b)
-}
-
-func (r records) set(k, b []byte) error {
-	if b == nil {
-		return r.txn.Delete(k)
-	}
-	return r.txn.Set(k, b)
+	return n.d.Persist(n.Layout(), meta.FileRecords{Txn: txn})
 }
 
 func (n *node) persisted() {

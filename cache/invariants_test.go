@@ -80,7 +80,7 @@ func (v *Volume) checkOpenFiles() error {
 			var stored []uint64
 			err = v.db.View(func(txn *meta.Txn) error {
 				var err error
-				stored, _, err = data.StoredPresence(records{txn}, n.ino)
+				stored, _, err = data.StoredPresence(meta.FileRecords{Txn: txn}, n.ino)
 				return err
 			})
 			held := slices.Sorted(maps.Keys(n.d.Present()))
@@ -138,14 +138,14 @@ func (v *Volume) checkClosedFiles() error {
 func (v *Volume) checkClosedFile(txn *meta.Txn, ino uint64) error {
 	r, err := ns.ReadInode(txn, ino)
 	if err != nil {
-		present, _, _ := data.StoredPresence(records{txn}, ino)
+		present, _, _ := data.StoredPresence(meta.FileRecords{Txn: txn}, ino)
 		return fmt.Errorf("a presence record %v without its inode: %w", present, err)
 	}
-	d, err := v.data.LoadFile(ino, layout{r}, records{txn})
+	d, err := v.data.LoadFile(ino, meta.FileLayout{R: r}, meta.FileRecords{Txn: txn})
 	if err != nil {
 		return err
 	}
-	return d.CheckInvariants(layout{r})
+	return d.CheckInvariants(meta.FileLayout{R: r})
 }
 
 // checkGens checks the write generations of dirty blocks

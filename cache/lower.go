@@ -106,6 +106,6 @@ func (v *Volume) refreshOrigin(ctx context.Context, n *node) error {
 		if err := v.writeFileRec(txn, d, r, false); err != nil {
 			return err
 		}
-		return n.d.ForgetRecords(records{txn})
+		return n.d.ForgetRecords(meta.FileRecords{Txn: txn})
 	})
 }

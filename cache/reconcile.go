@@ -128,9 +128,9 @@ func (l live) Entries(ctx context.Context, tree snapshot.BlobRef, hasOrigin bool
 
 func (l live) Update(fn func(txn *meta.Txn, d *meta.Delta) error) error { return l.v.update(fn) }
 
-func (l live) Layout(r *meta.Inode) data.Layout { return layout{r} }
+func (l live) Layout(r *meta.Inode) data.Layout { return meta.FileLayout{R: r} }
 
-func (l live) Records(txn *meta.Txn) data.Records { return records{txn} }
+func (l live) Records(txn *meta.Txn) data.Records { return meta.FileRecords{Txn: txn} }
 
 func (l live) FetchPinned(ctx context.Context, ino uint64, e *snapshot.Entry, keep map[uint64]bool) (map[uint64][]byte, error) {
 	return l.v.fetchPinned(ctx, ino, e, keep)

@@ -47,9 +47,9 @@ func (l *fakeLive) Entries(ctx context.Context, tree snapshot.BlobRef, _ bool, _
 	return snapshot.DecodeTree(b)
 }
 
-func (l *fakeLive) Layout(r *meta.Inode) data.Layout { return testLayout{r} }
+func (l *fakeLive) Layout(r *meta.Inode) data.Layout { return meta.FileLayout{R: r} }
 
-func (l *fakeLive) Records(txn *meta.Txn) data.Records { return testRecords{txn} }
+func (l *fakeLive) Records(txn *meta.Txn) data.Records { return meta.FileRecords{Txn: txn} }
 
 func (l *fakeLive) FetchPinned(context.Context, uint64, *snapshot.Entry, map[uint64]bool) (map[uint64][]byte, error) {
 	return nil, errors.New("no file is pinned here")
@@ -64,35 +64,6 @@ func (l *fakeLive) Orphan(ino uint64) (bool, error) {
 }
 
 func (l *fakeLive) DropData(ino uint64) { l.dropped = append(l.dropped, ino) }
-
-// testLayout is a record as the data side reads it.
-type testLayout struct{ r *meta.Inode }
-
-func (l testLayout) Size() uint64                            { return l.r.Size }
-func (l testLayout) Inline() bool                            { return l.r.Inline }
-func (l testLayout) IsDirty(b uint64) bool                   { return l.r.IsDirty(b) }
-func (l testLayout) Dirty() bool                             { return len(l.r.Dirty) > 0 }
-func (l testLayout) Chunk(b uint64) (snapshot.BlobRef, bool) { return l.r.Chunk(b) }
-func (l testLayout) Origin() string                          { return l.r.Origin }
-func (l testLayout) OriginSize() uint64                      { return l.r.OriginSize }
-
-// testRecords writes a file's data records in a transaction.
-type testRecords struct{ txn *meta.Txn }
-
-func (r testRecords) SetInline(ino uint64, b []byte) error {
-	return r.set(meta.Key64(meta.PrefixInline, ino), b)
-}
-
-func (r testRecords) SetPresence(ino uint64, b []byte) error {
-	return r.set(meta.Key64(meta.PrefixPresence, ino), b)
-}
-
-func (r testRecords) set(k, b []byte) error {
-	if b == nil {
-		return r.txn.Delete(k)
-	}
-	return r.txn.Set(k, b)
-}
 
 // TestReconcile: a switch keeps the inode numbers of the paths that stay,
 // updates changed files in place, creates new entries with fresh numbers,

@@ -9,6 +9,12 @@
 //   - The records (record.go): the key layout, the inode record (Inode) and
 //     its encoding, dentries and a directory's listing (ReadDir), and the
 //     conversions between a record and a tree entry of the snapshot format.
+//   - The adapters the data side reads a regular file through (filedata.go):
+//     its inode record as a data.Layout (FileLayout) and its two data
+//     records, inline bytes and presence, as opaque values under their keys
+//     in a transaction (FileRecords: data.Records and data.Stored). Package
+//     cache checks that they implement data's interfaces; the facade and
+//     cache/commit's tests share them.
 //   - DirtySet (dirty.go): the in-memory mirror of the tree marks
 //     (directories whose trees must be rewritten) and the dirty-file index,
 //     changed by a Delta once the transaction that wrote the keys commits.
