@@ -102,8 +102,8 @@ func (v *Volume) checkOpenFiles() error {
 // if block 0 is present) keeps data.File's invariants against it
 // (data.File.CheckInvariants: no present block dirty or wholly past the
 // end, an inline file with at most block 0 present and inline bytes no
-// longer than the file, and the block cache counting no more for the file
-// than the extents of its present blocks). And the block cache counts
+// longer than the file, and the block cache counting for the file exactly
+// the extents of its present blocks at its size). And the block cache counts
 // nothing for a closed file without a presence record. Caller holds v.mu
 // exclusively (no file opens or closes meanwhile).
 func (v *Volume) checkClosedFiles() error {

@@ -200,7 +200,8 @@ const (
 // are, installs fetched or copied-up blocks, and keeps the block cache's
 // count of its present blocks (Sources.Cache): every change of the present
 // blocks changes the count by their extents within the file (but
-// SetPresent's, which its caller counts).
+// SetPresent's, which its caller counts), and so does a change of the
+// file's size that changes a present block's extent (Grow, Replace).
 //
 // Invariants (CheckInvariants): a present block is neither dirty nor past
 // the file's end; an inline file holds at most block 0 present, and its
