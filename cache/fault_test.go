@@ -18,20 +18,18 @@ import (
 	"github.com/agentfs/agentfs/snapshot"
 )
 
-// TestStoreFaults: the store fails a fifth of its requests, then is down
-// for a while. The engine keeps serving cached reads and accepting writes,
-// Status shows the backlog, and once the store is back every byte reaches
-// it — nothing is lost.
-func TestStoreFaults(t *testing.T) {
-	dir := t.TempDir()
-	url := "file://" + dir
-	initVolume(t, url, func(c *snapshot.Config) { c.ChunkSize = 4096; c.PackSize = 1 << 20 })
+// openFaulty opens the volume at url, initialized, through a faulty driver
+// of options fo over the store's own, with the store's retry policy rp, a
+// fresh cache directory and the checkpoint interval every (-1: none); it
+// is closed at the end of the test.
+func openFaulty(t *testing.T, url string, fo faulty.Options, rp blobstore.RetryPolicy, every time.Duration) (*Volume, *faulty.Driver) {
+	t.Helper()
 	ctx := context.Background()
 	var fd *faulty.Driver
 	s, err := blobstore.Open(ctx, url, blobstore.Options{
-		Retry: blobstore.RetryPolicy{MaxAttempts: 10, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond},
+		Retry: rp,
 		WrapDriver: func(d blobstore.Driver) blobstore.Driver {
-			fd = faulty.New(d, faulty.Options{FailRate: 0.2, LostReplyRate: 0.05, Seed: 7})
+			fd = faulty.New(d, fo)
 			return fd
 		},
 	})
@@ -42,12 +40,25 @@ func TestStoreFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := Open(ctx, Options{Repo: r, CacheDir: t.TempDir(), CheckpointInterval: 10 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler)})
+	v, err := Open(ctx, Options{Repo: r, CacheDir: t.TempDir(), CheckpointInterval: every, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = v.Close(ctx) })
+	return v, fd
+}
+
+// TestStoreFaults: the store fails a fifth of its requests, then is down
+// for a while. The engine keeps serving cached reads and accepting writes,
+// Status shows the backlog, and once the store is back every byte reaches
+// it — nothing is lost.
+func TestStoreFaults(t *testing.T) {
+	dir := t.TempDir()
+	url := "file://" + dir
+	initVolume(t, url, func(c *snapshot.Config) { c.ChunkSize = 4096; c.PackSize = 1 << 20 })
+	ctx := context.Background()
+	v, fd := openFaulty(t, url, faulty.Options{FailRate: 0.2, LostReplyRate: 0.05, Seed: 7},
+		blobstore.RetryPolicy{MaxAttempts: 10, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}, 10*time.Millisecond)
 
 	want := map[string][]byte{}
 	put := func(name string, size int) {
@@ -74,7 +85,7 @@ func TestStoreFaults(t *testing.T) {
 		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	err = v.Sync(sctx)
+	err := v.Sync(sctx)
 	cancel()
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("sync while down: %v, want a deadline error", err)
@@ -213,31 +224,13 @@ func TestStoreOutOfSpace(t *testing.T) {
 	url := "file://" + dir
 	initVolume(t, url, func(c *snapshot.Config) { c.ChunkSize = 4096; c.PackSize = 1 << 20 })
 	ctx := context.Background()
-	var fd *faulty.Driver
-	s, err := blobstore.Open(ctx, url, blobstore.Options{
-		WrapDriver: func(d blobstore.Driver) blobstore.Driver {
-			fd = faulty.New(d, faulty.Options{})
-			return fd
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := snapshot.Open(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := Open(ctx, Options{Repo: r, CacheDir: t.TempDir(), CheckpointInterval: -1, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = v.Close(ctx) })
+	v, fd := openFaulty(t, url, faulty.Options{}, blobstore.RetryPolicy{}, -1)
 
 	data := bytes.Repeat([]byte("full"), 3000)
 	writeFile(t, v, RootIno, "f", data)
 	fd.SetPutError(&os.PathError{Op: "write", Path: filepath.Join(dir, "packs", "x"), Err: syscall.ENOSPC})
 	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	err = v.Sync(sctx)
+	err := v.Sync(sctx)
 	cancel()
 	if !errors.Is(err, blobstore.ErrNoSpace) || blobstore.KindOf(err) != blobstore.KindNoSpace {
 		t.Fatalf("sync to a full store: %v (kind %v), want blobstore.ErrNoSpace", err, blobstore.KindOf(err))
