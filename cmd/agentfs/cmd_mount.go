@@ -43,6 +43,7 @@ type mountFlags struct {
 	atime              string
 	dev, suid          bool
 	readyFD            int    // internal: the background parent's pipe
+	secretsFD          int    // internal: the pipe of the server's secrets (mountproc.ReadSecrets)
 	keyFile            string // --key-file
 	branchSet          bool
 
@@ -136,6 +137,8 @@ confinement.`,
 	fl.StringVar(&f.name, "name", "", "with --virtual: the workspace's `NAME` (default: derived from this host and the mount point, so mounting there again finds its changes)")
 	fl.IntVar(&f.readyFD, "ready-fd", 0, "internal: report readiness on this descriptor")
 	_ = fl.MarkHidden("ready-fd")
+	fl.IntVar(&f.secretsFD, "secrets-fd", 0, "internal: read the volume's key and the store URL from this descriptor")
+	_ = fl.MarkHidden("secrets-fd")
 	return c
 }
 
@@ -265,6 +268,9 @@ func runMount(cmd *cobra.Command, url, mnt string, f mountFlags) error {
 	if f.readyFD > 0 {
 		return serveBackground(ctx, url, mnt, f)
 	}
+	if f.secretsFD > 0 {
+		return usageErrorf(cmd, "--secrets-fd goes with --ready-fd (both are internal)")
+	}
 	if !f.background {
 		reexecAsServer(stderr)
 	}
@@ -276,7 +282,7 @@ func runMount(cmd *cobra.Command, url, mnt string, f mountFlags) error {
 		return startBackground(ctx, t, f, stderr)
 	}
 	lg := newMountLogger(stderr, f.debug)
-	return serveMount(ctx, t, f, lg, func(info control.Info) {
+	return serveMount(ctx, t, f, volkey.Default(f.keyFile), lg, func(info control.Info) {
 		_, _ = fmt.Fprintf(stderr, "agentfs: serving %s (branch %s%s) on %s; Ctrl-C or `agentfs umount %s` to unmount\n",
 			info.URL, info.Branch, roSuffix(info.ReadOnly)+virtualSuffix(info.Virtual), info.MountPoint, info.MountPoint)
 	})
@@ -386,17 +392,12 @@ func reexecAsServer(stderr io.Writer) {
 	_, _ = fmt.Fprintf(stderr, "agentfs: serving without GODEBUG=madvdontneed=0 (re-executing %s failed: %v)\n", exe, err)
 }
 
-// mountURLEnv passes the store URL from `agentfs mount -d` to its server.
-const mountURLEnv = mountproc.URLEnv
-
-// serveBackground is the server side of --background: it serves the mount
-// and tells the parent on fd f.readyFD whether the mount is ready ("ok")
-// or why it failed.
+// serveBackground is the server side of --background (mountproc.Start):
+// it reads its secrets from fd f.secretsFD first (the store URL, the
+// volume's key, which are not in its environment), serves the mount and
+// tells the parent on fd f.readyFD whether the mount is ready ("ok") or
+// why it failed.
 func serveBackground(ctx context.Context, url, mnt string, f mountFlags) error {
-	if u := os.Getenv(mountURLEnv); u != "" && url == "" {
-		url = u
-		_ = os.Unsetenv(mountURLEnv)
-	}
 	ready := os.NewFile(uintptr(f.readyFD), "ready")
 	if ready == nil {
 		return fmt.Errorf("--ready-fd %d is not open", f.readyFD)
@@ -408,10 +409,28 @@ func serveBackground(ctx context.Context, url, mnt string, f mountFlags) error {
 			_ = ready.Close()
 		})
 	}
+	var secrets map[string]string
+	var err error
+	if f.secretsFD > 0 {
+		secrets, err = mountproc.ReadSecrets(f.secretsFD)
+	}
+	if u := secrets[mountproc.URLSecret]; u != "" && url == "" {
+		url = u
+	}
+	keys := volkey.Default(f.keyFile)
+	keys.Getenv = func(name string) string {
+		if v, ok := secrets[name]; ok {
+			return v
+		}
+		return os.Getenv(name)
+	}
 	lg := newMountLogger(os.Stderr, f.debug)
-	t, err := resolveMount(ctx, url, mnt, f, os.Stderr)
+	var t mountTarget
 	if err == nil {
-		err = serveMount(ctx, t, f, lg, func(info control.Info) {
+		t, err = resolveMount(ctx, url, mnt, f, os.Stderr)
+	}
+	if err == nil {
+		err = serveMount(ctx, t, f, keys, lg, func(info control.Info) {
 			lg.Info("mount ready", "url", info.URL, "branch", info.Branch, "mount_point", info.MountPoint,
 				"cache_dir", info.CacheDir, "read_only", info.ReadOnly, "virtual", virtualSuffix(info.Virtual))
 			report("ok")
@@ -439,8 +458,9 @@ func blobDisplay(url string) string {
 }
 
 // serveMount serves the mount t with the options f (mountd.Serve) until
-// it is gone; ready is called once it is usable.
-func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logger, ready func(control.Info)) error {
+// it is gone, opening an encrypted volume with the key keys finds; ready
+// is called once the mount is usable.
+func serveMount(ctx context.Context, t mountTarget, f mountFlags, keys volkey.Source, lg *slog.Logger, ready func(control.Info)) error {
 	if err := undumpable(); err != nil {
 		return err
 	}
@@ -459,7 +479,7 @@ func serveMount(ctx context.Context, t mountTarget, f mountFlags, lg *slog.Logge
 		URL: t.url, DefaultStore: t.isDefault, MountPoint: t.mnt, CacheDir: t.cacheDir, Branch: t.branch,
 		ReadOnly: f.readOnly, CacheSize: f.cacheSize, CheckpointInterval: f.checkpointInterval,
 		Tuning: tuning, Atime: atime, Dev: f.dev, Suid: f.suid, Debug: f.debug, Metrics: f.metrics,
-		Keys: volkey.Default(f.keyFile).Keys(), Version: versionString(), Logger: lg,
+		Keys: keys.Keys(), Version: versionString(), Logger: lg,
 	}
 	if v := t.virtual; v != nil {
 		cfg.Virtual = &mountd.Virtual{Name: v.name, Base: v.base}

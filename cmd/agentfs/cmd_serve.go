@@ -56,9 +56,10 @@ least recently used goes first). The daemon's records, tokens and mounts live
 in --state-dir. An encrypted --store opens with --key-file, AGENTFS_KEY or
 AGENTFS_PASSPHRASE; the daemon reads AGENTFS_TOKEN, AGENTFS_KEY and
 AGENTFS_PASSPHRASE at start and removes them from its environment, so the
-commands it runs do not inherit them; the daemon and its mount servers are
-not dumpable, so the user's other processes cannot read them from
-/proc/PID/environ or memory either (a command run as root still can).
+commands it runs do not inherit them; the daemon is not dumpable, so the
+user's other processes cannot read them from its /proc/PID/environ or
+memory either (a command run as root still can). Its mount servers get the
+key through a pipe, never in their environment.
 
 Every request but GET /healthz needs "Authorization: Bearer TOKEN": the admin
 token, from --token-file or AGENTFS_TOKEN, or else generated on first start

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -27,10 +28,10 @@ import (
 	"github.com/agentfs/agentfs/snapshot"
 )
 
-// URLEnv passes the store URL to a mount server started by Start: through
-// the environment, not argv, since a URL may carry credentials and any
-// user can read another's command line.
-const URLEnv = "AGENTFS_MOUNT_URL"
+// URLSecret names the store URL among the secrets of a mount server started
+// by Start (ReadSecrets): not in argv, since a URL may carry credentials
+// and any user can read another's command line, nor in the environment.
+const URLSecret = "AGENTFS_MOUNT_URL"
 
 // OwnerEnv, set to a process id in a mount server's environment, ties the
 // server to that process: once it has exited, the server syncs, unmounts
@@ -161,8 +162,15 @@ type Spec struct {
 	// Flags are further `agentfs mount` flags (--branch, --virtual, ...).
 	Flags []string
 	// Env is the server's environment; nil means this process's. Either
-	// way the server gets it through ServerEnv.
+	// way the server gets it through ServerEnv, and without the volume's
+	// key (AGENTFS_KEY, AGENTFS_PASSPHRASE), which move to its secrets
+	// pipe, nor the new key of a rotation (AGENTFS_NEW_*) or the admin
+	// token (AGENTFS_TOKEN), which it does not need.
 	Env []string
+	// Secrets are NAME=VALUE assignments the server reads from its
+	// secrets pipe (ReadSecrets), after those taken from Env, so they
+	// win: volkey.Assignment of the volume's key.
+	Secrets []string
 }
 
 // Process is a mount server started by Start.
@@ -182,10 +190,13 @@ func (p *Process) Exited() <-chan struct{} { return p.exited }
 // readiness pipe without an answer.
 const readyTimeout = 5 * time.Second
 
-// Start runs `agentfs mount --ready-fd=3 --cache-dir=DIR FLAGS MOUNTPOINT`
-// as a new session (so signals to the caller's process group do not reach
-// it), with its output appended to mount.log in the cache directory, and
-// waits until it reports the mount ready: then the mount answers on its
+// Start runs `agentfs mount --ready-fd=3 --secrets-fd=4 --cache-dir=DIR
+// FLAGS MOUNTPOINT` as a new session (so signals to the caller's process
+// group do not reach it), with its output appended to mount.log in the
+// cache directory. Its secrets (the volume's key from Env and Secrets, the
+// URL) reach it through the pipe on descriptor 4, which it reads once at
+// start, never through its environment or argv. Start waits until the
+// server reports the mount ready: then the mount answers on its
 // mount point and control socket. A server that fails reports why, and
 // that is Start's error. When ctx ends first, the server is asked to stop
 // (SIGTERM) and ctx's error returned. The caller's process reaps the
@@ -216,26 +227,37 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 		return nil, err
 	}
 	defer r.Close()
-	args := append([]string{"mount", "--ready-fd=3", "--cache-dir=" + s.CacheDir}, s.Flags...)
-	args = append(args, s.MountPoint)
-	c := exec.Command(exe, args...)
-	c.Dir = "/"
 	env := s.Env
 	if env == nil {
 		env = os.Environ()
 	}
-	c.Env = ServerEnv(env)
+	env, secrets := splitSecrets(env)
+	secrets = append(secrets, s.Secrets...)
 	if s.URL != "" {
-		c.Env = append(c.Env, URLEnv+"="+s.URL)
+		secrets = append(secrets, URLSecret+"="+s.URL)
 	}
-	c.Stdout, c.Stderr = logf, logf
-	c.ExtraFiles = []*os.File{w}
-	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := c.Start(); err != nil {
+	sr, err := secretsPipe(secrets)
+	if err != nil {
 		_ = w.Close()
+		return nil, err
+	}
+	args := append([]string{"mount", "--ready-fd=3", "--secrets-fd=" + strconv.Itoa(SecretsFD), "--cache-dir=" + s.CacheDir}, s.Flags...)
+	args = append(args, s.MountPoint)
+	c := exec.Command(exe, args...)
+	c.Dir = "/"
+	c.Env = ServerEnv(env)
+	c.Stdout, c.Stderr = logf, logf
+	c.ExtraFiles = []*os.File{w, sr} // descriptors 3 and SecretsFD
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = c.Start()
+	// The server has its copies. Without ours, the readiness pipe ends
+	// when it exits, and the secrets' writer gets EPIPE if it exits
+	// before reading them.
+	_ = w.Close()
+	_ = sr.Close()
+	if err != nil {
 		return nil, fmt.Errorf("start the mount server: %w", err)
 	}
-	_ = w.Close()
 	p := &Process{PID: c.Process.Pid, Log: logPath, exited: make(chan struct{})}
 	waitErr := make(chan error, 1)
 	go func() {

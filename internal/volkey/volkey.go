@@ -151,10 +151,11 @@ func (s Source) readHidden(prompt string) ([]byte, error) {
 	return bytes.TrimRight(line, "\r\n"), nil
 }
 
-// Env returns the environment assignment that hands k to a child agentfs
-// process (a mount server): AGENTFS_KEY for a key, AGENTFS_PASSPHRASE for a
+// Assignment returns the NAME=VALUE assignment that hands k to a mount
+// server among its secrets (mountproc.Spec.Secrets, read from a pipe, not
+// its environment): AGENTFS_KEY for a key, AGENTFS_PASSPHRASE for a
 // passphrase; the first place Default looks after --key-file.
-func Env(k snapshot.UserKey) []string {
+func Assignment(k snapshot.UserKey) []string {
 	if k.IsPassphrase() {
 		return []string{EnvPassphrase + "=" + string(k.Passphrase)}
 	}

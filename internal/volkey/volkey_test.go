@@ -43,7 +43,7 @@ func TestOrder(t *testing.T) {
 	if _, err := s.Get(false); err == nil || !strings.Contains(err.Error(), "--key-file") {
 		t.Errorf("missing key file: %v", err)
 	}
-	if e := Env(snapshot.UserKey{Key: []byte("k")}); len(e) != 1 || e[0] != EnvKey+"=k" {
-		t.Errorf("Env = %v", e)
+	if e := Assignment(snapshot.UserKey{Key: []byte("k")}); len(e) != 1 || e[0] != EnvKey+"=k" {
+		t.Errorf("Assignment = %v", e)
 	}
 }

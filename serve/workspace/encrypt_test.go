@@ -1,9 +1,12 @@
 package workspace_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/agentfs/agentfs/blobstore"
@@ -14,7 +17,8 @@ import (
 
 // TestEncryptedStore: a manager over an encrypted volume needs its key
 // (Config.Keys), and hands it to the mount servers of its workspaces,
-// which get nothing from the test's environment.
+// which get nothing from the test's environment, through their secrets
+// pipe: their /proc/PID/environ (fixed at execve) never holds it.
 func TestEncryptedStore(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -45,6 +49,21 @@ func TestEncryptedStore(t *testing.T) {
 	writeFile(t, h, "a.txt", "sealed")
 	if got := readFile(t, h, "a.txt"); got != "sealed" {
 		t.Fatalf("read back %q", got)
+	}
+	if os.Getuid() == 0 { // the environ of an undumpable process: root only
+		pids := e.serverPIDs()
+		if len(pids) == 0 {
+			t.Fatal("found no mount server")
+		}
+		for _, pid := range pids {
+			environ, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(environ, key.Key) || bytes.Contains(environ, []byte("AGENTFS_KEY=")) {
+				t.Errorf("the environ of mount server %d holds the volume's key", pid)
+			}
+		}
 	}
 	h.Release()
 }

@@ -318,12 +318,8 @@ func (m *Manager) mount(ctx context.Context, rec record) (*mounted, error) {
 	}
 	mnt := m.mountPoint(rec.Name)
 	start := time.Now()
-	var env []string
-	if m.keyEnv != nil {
-		env = append(os.Environ(), m.keyEnv...)
-	}
 	p, err := mountproc.Start(ctx, mountproc.Spec{
-		Exe: m.cfg.Executable, URL: m.url, MountPoint: mnt, CacheDir: m.cacheDir(rec.Name), Flags: flags, Env: env,
+		Exe: m.cfg.Executable, URL: m.url, MountPoint: mnt, CacheDir: m.cacheDir(rec.Name), Flags: flags, Secrets: m.keySecret,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mount workspace %s: %w", rec.Name, err)

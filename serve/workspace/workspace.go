@@ -130,7 +130,8 @@ type Config struct {
 	Executable string
 	// Keys supplies the key of an encrypted volume (nil: none, and an
 	// encrypted volume does not open). The key it gives is also handed to
-	// each workspace's mount server, in its environment (volkey.Env).
+	// each workspace's mount server, through its secrets pipe
+	// (mountproc.Spec.Secrets), never in its environment.
 	Keys snapshot.KeySource
 	// Exec are the options of each mounted workspace's backend
 	// (Handle.Backend); its Syncer and ChangeTracker are the mount's
@@ -232,14 +233,14 @@ type CreateRequest struct {
 
 // Manager owns the workspaces of one daemon. Safe for concurrent use.
 type Manager struct {
-	cfg      Config
-	log      *slog.Logger
-	url      string // the store URL (the default store's resolved)
-	stateDir string // absolute, symlinks resolved
-	lockFile *os.File
-	store    *blobstore.Store
-	repo     *snapshot.Repo
-	keyEnv   []string // the volume key's variable for mount servers; set by Open
+	cfg       Config
+	log       *slog.Logger
+	url       string // the store URL (the default store's resolved)
+	stateDir  string // absolute, symlinks resolved
+	lockFile  *os.File
+	store     *blobstore.Store
+	repo      *snapshot.Repo
+	keySecret []string // the volume key's assignment for mount servers' secrets; set by Open
 
 	mu     sync.Mutex
 	ws     map[string]*wsState // guarded by mu
@@ -325,7 +326,7 @@ func Open(ctx context.Context, cfg Config) (*Manager, error) {
 		keys = func(passphrase bool) (snapshot.UserKey, error) {
 			k, err := cfg.Keys(passphrase)
 			if err == nil {
-				m.keyEnv = volkey.Env(k)
+				m.keySecret = volkey.Assignment(k)
 			}
 			return k, err
 		}
