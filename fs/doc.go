@@ -249,9 +249,13 @@
 // prune the held inodes no handle has open (FUSE_NOTIFY_PRUNE, FUSE
 // protocol 7.45; passthrough.go's reclaim: one prune at a time, at most
 // one a second unless a hold ended since the last), which it forgets
-// unless still in use (a mapping keeps its inode, and so its pin); an
-// older kernel forgets them only when it drops them itself (memory
-// pressure, drop_caches). Pinned bytes count in the cache's size but
+// unless still in use (a mapping keeps its inode, and so its pin). A
+// kernel older than Linux 6.18 refuses the prune (go-fuse answers ENOSYS
+// when the kernel announced a protocol before 7.45; a kernel that does not
+// know the notify answers EINVAL): the mount logs it once and asks no
+// more, pinned files are released only when the kernel forgets their
+// inodes itself (memory pressure, drop_caches), and an open that finds no
+// room is served without passthrough. Pinned bytes count in the cache's size but
 // not in what triggers eviction, which keeps the other clean bytes within
 // the size less the pinned ones: a reader never runs an eviction pass
 // over files it cannot evict. The kernel allows one io mode per inode at a time, so the mode is

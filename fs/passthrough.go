@@ -102,8 +102,9 @@ func asHandle(f gofs.FileHandle) *handle {
 type ioModes struct {
 	mu sync.Mutex
 	m  map[uint64]*ioMode // guarded by mu
-	// reclaiming: a reclaim is under way; noPrune: the kernel cannot
-	// prune (FUSE_NOTIFY_PRUNE, protocol 7.45). Guarded by mu.
+	// reclaiming: a reclaim is under way; noPrune: the kernel refused a
+	// prune as unsupported (FUSE_NOTIFY_PRUNE, protocol 7.45: ENOSYS or
+	// EINVAL), so reclaim asks no more. Guarded by mu.
 	reclaiming, noPrune bool
 	// prunedAt: when the last reclaim began; zero once a hold ended
 	// since (unhold). Guarded by mu.
@@ -291,9 +292,15 @@ const pruneInterval = time.Second
 // pruneInterval, unless a hold ended since the last one (room came back,
 // yet an open found none): every open refused for want of room calls
 // this, and while the held inodes stay in use a prune of them is the
-// same wasted walk each time. Nothing on a kernel without prune (before
-// FUSE protocol 7.45): there held inodes are forgotten only when the
-// kernel drops them itself. Caller holds fsys.io.mu.
+// same wasted walk each time. A kernel without prune (before FUSE
+// protocol 7.45, Linux 6.18) refuses it: go-fuse's PruneNotify answers
+// ENOSYS without sending when the kernel's INIT announced an older
+// protocol, and a kernel that gets a notify code it does not know answers
+// EINVAL (fs/fuse/dev.c, fuse_notify). After either answer reclaim asks
+// no more (noPrune, logged once): held inodes are then forgotten only
+// when the kernel drops them itself, and an open that finds no pin room
+// is served without passthrough as before (TestReclaimUnsupported).
+// Caller holds fsys.io.mu.
 func (fsys *filesystem) reclaim() {
 	prune := fsys.io.prune
 	if prune == nil || fsys.io.reclaiming || fsys.io.noPrune {
@@ -324,9 +331,9 @@ func (fsys *filesystem) reclaim() {
 		fsys.io.reclaiming = false
 		switch st {
 		case fuse.OK:
-		case fuse.ENOSYS:
+		case fuse.ENOSYS, fuse.EINVAL:
 			fsys.io.noPrune = true
-			fsys.log.Info("passthrough: the kernel cannot prune inodes (FUSE_NOTIFY_PRUNE); held inodes end only when it forgets them itself")
+			fsys.log.Info("passthrough: the kernel cannot prune idle inodes (FUSE_NOTIFY_PRUNE, Linux 6.18 or later); pinned files are released only when the kernel forgets their inodes (memory pressure, drop_caches), and opens that find no pin room are served without passthrough", "status", st)
 		default:
 			fsys.log.Debug("passthrough: prune of held inodes", "inodes", len(idle), "status", st)
 		}

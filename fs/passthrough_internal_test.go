@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -251,5 +252,88 @@ func TestReclaimRateLimited(t *testing.T) {
 	p.forget(b)
 	if pinned, open := p.counts(); pinned != 0 || open != 0 {
 		t.Errorf("after every forget: %d files pinned, %d open; want none", pinned, open)
+	}
+}
+
+// TestReclaimUnsupported: a kernel without FUSE_NOTIFY_PRUNE refuses the
+// prune, ENOSYS (go-fuse's answer when the kernel's INIT announced a
+// protocol older than 7.45) or EINVAL (the kernel's own, for a notify code
+// it does not know): the first open refused for want of pin room asks
+// once, later ones do not (past the interval, after a hold ended), the
+// refusal is logged once, and every such open is still served, without
+// passthrough.
+func TestReclaimUnsupported(t *testing.T) {
+	for name, st := range map[string]fuse.Status{"ENOSYS": fuse.ENOSYS, "EINVAL": fuse.EINVAL} {
+		t.Run(name, func(t *testing.T) {
+			p := newPtFS(t, func(o *cache.Options) { o.CacheSize = 1 << 20 }) // pins: at most 512 KiB
+			var logged bytes.Buffer
+			p.log = slog.New(slog.NewTextHandler(&logged, nil))
+			a := p.file("a", bytes.Repeat([]byte("a"), 200<<10))
+			b := p.file("b", bytes.Repeat([]byte("b"), 200<<10))
+			c := p.file("c", bytes.Repeat([]byte("c"), 400<<10)) // never fits beside a or b
+			p.hold(a)
+			p.hold(b)
+			now := time.Unix(1e9, 0)
+			asked := make(chan []uint64, 8)
+			p.io.mu.Lock()
+			p.io.now = func() time.Time { return now }
+			p.io.prune = func(inos []uint64) fuse.Status {
+				asked <- inos
+				return st
+			}
+			p.io.mu.Unlock()
+			// refused opens c, which finds no pin room, and reports
+			// whether that began a reclaim (under way, or done and asked).
+			refused := func() bool {
+				t.Helper()
+				fh, err := p.openRO(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, ok := fh.(*ptHandle); ok {
+					t.Fatal("c was pinned: the pin budget had room")
+				}
+				if err := p.closeFH(fh); err != nil {
+					t.Fatal(err)
+				}
+				p.io.mu.Lock()
+				defer p.io.mu.Unlock()
+				return p.io.reclaiming || len(asked) > 0
+			}
+			if !refused() {
+				t.Fatal("the first refused open asked no prune")
+			}
+			select {
+			case <-asked:
+			case <-time.After(time.Minute): // a deadlock's bound, not a timing
+				t.Fatal("no prune")
+			}
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+				p.io.mu.Lock()
+				done := !p.io.reclaiming
+				p.io.mu.Unlock()
+				if done {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the prune did not end")
+				}
+			}
+			now = now.Add(2 * pruneInterval)
+			if refused() {
+				t.Errorf("a refused open past the interval asked again after %v", st)
+			}
+			p.forget(a) // a hold ends, which lifts the interval
+			if refused() {
+				t.Errorf("a refused open after a hold ended asked again after %v", st)
+			}
+			if n := strings.Count(logged.String(), "cannot prune"); n != 1 {
+				t.Errorf("the refused prune was logged %d times, want once:\n%s", n, logged.String())
+			}
+			p.forget(b)
+			if pinned, open := p.counts(); pinned != 0 || open != 0 {
+				t.Errorf("after every forget: %d files pinned, %d open; want none", pinned, open)
+			}
+		})
 	}
 }
