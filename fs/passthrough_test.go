@@ -88,15 +88,7 @@ func TestPassthroughReads(t *testing.T) {
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("passthrough read: %d bytes (want %d), %v", len(got), len(want), err)
 	}
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECT, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := alignedBuf(4096)
-	if n, err := unix.Pread(fd, buf, 8192); err != nil || n != 4096 || !bytes.Equal(buf, want[8192:8192+4096]) {
-		t.Fatalf("O_DIRECT passthrough pread: %d, %v", n, err)
-	}
-	_ = unix.Close(fd)
+	readDirect(t, reads, p, 8192, want[8192:8192+4096])
 	if n := reads("read") - before; n != 0 {
 		t.Errorf("reads of a file whole locally sent %d READ requests, want 0 (passthrough)", n)
 	}
@@ -140,6 +132,29 @@ func alignedBuf(n int) []byte {
 	b := make([]byte, n+4096)
 	off := 4096 - int(uintptr(unsafe.Pointer(&b[0]))%4096)
 	return b[off : off+n]
+}
+
+// readDirect reads len(want) bytes of file p at off through an O_DIRECT
+// descriptor and fails t unless they are want; it returns the READ
+// requests the mount served meanwhile (reads, an opCounter). O_DIRECT
+// makes it the probe of passthrough: the kernel's page cache (which holds
+// what was just written) cannot answer, so without passthrough the read
+// reaches the server, and with it none does. off and len(want) must be
+// multiples of 4096.
+func readDirect(t *testing.T, reads func(op string) int64, p string, off int64, want []byte) int64 {
+	t.Helper()
+	before := reads("read")
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := alignedBuf(len(want))
+	n, err := unix.Pread(fd, buf, off)
+	_ = unix.Close(fd)
+	if err != nil || n != len(want) || !bytes.Equal(buf, want) {
+		t.Fatalf("O_DIRECT read of %s at %d: %d bytes (want %d), %v; same: %v", p, off, n, len(want), err, bytes.Equal(buf[:max(n, 0)], want[:max(n, 0)]))
+	}
+	return reads("read") - before
 }
 
 func dropCaches(t *testing.T) {
@@ -469,20 +484,7 @@ func TestPassthroughBounded(t *testing.T) {
 		if err := os.WriteFile(p, want, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		// O_DIRECT: the page cache, which holds what was just written,
-		// cannot answer.
-		before := reads("read")
-		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECT, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		buf := alignedBuf(len(want))
-		n, err := unix.Pread(fd, buf, 0)
-		_ = unix.Close(fd)
-		if err != nil || n != len(want) || !bytes.Equal(buf, want) {
-			t.Fatalf("%s: %d bytes, %v", p, n, err)
-		}
-		if n := reads("read") - before; i == 0 && n != 0 {
+		if n := readDirect(t, reads, p, 0, want); i == 0 && n != 0 {
 			t.Fatalf("the first file read sent %d READs: passthrough is not in use", n)
 		}
 	}
@@ -508,18 +510,9 @@ func TestPassthroughBounded(t *testing.T) {
 	// handle has open: their FORGETs make room, and the last file read
 	// comes to be served by passthrough too.
 	last := filepath.Join(m.Dir, fmt.Sprintf("f%02d", files-1))
+	lastHead := pattern(4096, byte(files-1))
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		before := reads("read")
-		fd, err := unix.Open(last, unix.O_RDONLY|unix.O_DIRECT, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = unix.Pread(fd, alignedBuf(4096), 0)
-		_ = unix.Close(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if reads("read") == before {
+		if readDirect(t, reads, last, 0, lastHead) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -627,21 +620,7 @@ func TestPOSIXPassthrough(t *testing.T) {
 	if err := os.WriteFile(p, want, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// O_DIRECT: the kernel's page cache (which holds what was just
-	// written) cannot answer; without passthrough the read reaches the
-	// server.
-	before := reads("read")
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECT, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := alignedBuf(64 << 10)
-	n, err := unix.Pread(fd, buf, 128<<10)
-	_ = unix.Close(fd)
-	if err != nil || n != len(buf) || !bytes.Equal(buf, want[128<<10:][:len(buf)]) {
-		t.Fatalf("probe O_DIRECT read: %d bytes, %v", n, err)
-	}
-	if n := reads("read") - before; n != 0 {
+	if n := readDirect(t, reads, p, 128<<10, want[128<<10:][:64<<10]); n != 0 {
 		t.Fatalf("an O_DIRECT read of a file whole locally sent %d READs: passthrough is not in use\nlog:\n%s", n, m.Log())
 	}
 	if err := os.Remove(p); err != nil {
