@@ -45,9 +45,20 @@ const envTag = "AGENTFS_EXEC_ID"
 // a 1 MiB output cap, no policy, no sync barrier, WalkTracker change lists.
 type Options struct {
 	// Env is added to the environment of every command. The local backend
-	// starts from the controller's own environment (os.Environ); the docker
-	// backend from the image's.
+	// starts from a base environment taken from the controller's: PATH
+	// (DefaultPath if it has none), HOME, USER, LOGNAME, SHELL, TERM, TZ,
+	// TMPDIR, LANG, LANGUAGE and LC_*, none of the variables where
+	// credentials live (AWS_SECRET_ACCESS_KEY, tokens, AGENTFS_*); or, with
+	// InheritEnv, from the controller's whole environment. The docker
+	// backend starts from the image's.
 	Env map[string]string
+	// InheritEnv makes the local backend start every command from the
+	// controller's whole environment (os.Environ) instead of the base
+	// environment: right for a controller that runs its own user's
+	// commands (agentfs exec, agentfs run), not for one that runs an
+	// agent's (agentfs serve, unless --inherit-env), whose environment may
+	// hold store credentials. The docker backend ignores it.
+	InheritEnv bool
 	// Timeout applies to a Request whose Timeout is 0; 0 means none.
 	Timeout time.Duration
 	// OutputLimit applies to a Request whose OutputLimit is 0; 0 means

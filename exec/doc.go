@@ -25,6 +25,14 @@
 // clears its environment escapes; the container's removal on Close ends it.
 // See proctree.go and dockerscripts.go.
 //
+// # Environment
+//
+// A local command starts from a base environment taken from the
+// controller's (PATH, HOME, USER, LOGNAME, SHELL, TERM, TZ, TMPDIR, LANG,
+// LANGUAGE, LC_*; see baseEnv), not from its whole environment, where store
+// credentials and tokens live, unless Options.InheritEnv; a docker command
+// from the image's. Options.Env, then Request.Env, are added to it.
+//
 // # Working directory
 //
 // Request.Cwd is checked (resolve) and then entered without resolving its

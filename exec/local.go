@@ -25,15 +25,19 @@ const drainGrace = 2 * time.Second
 
 // NewLocal returns a backend that runs commands as processes on this host,
 // as the controller's own user, with the working directory inside dir
-// (which must exist). File operations create files as that same user. The
-// local backend is no sandbox: a command can reach anything the controller
-// can; only paths given to the backend itself are confined.
+// (which must exist). File operations create files as that same user.
+// Commands start from a base environment taken from the controller's (PATH,
+// HOME, USER, LOGNAME, SHELL, TERM, TZ, TMPDIR, LANG, LANGUAGE, LC_*), or
+// from its whole environment with opts.InheritEnv. The local backend is no
+// sandbox: a command can reach anything the controller can (its files
+// included, credential files too); only paths given to the backend itself
+// are confined.
 func NewLocal(dir string, opts Options) (*Backend, error) {
 	return newBackend("local", dir, opts, func(hostRoot string) (driver, error) {
 		if err := checkProcFD(hostRoot); err != nil {
 			return nil, err
 		}
-		return &localDriver{hostRoot: hostRoot, baseEnv: mergeEnv(os.Environ(), opts.Env)}, nil
+		return &localDriver{hostRoot: hostRoot, baseEnv: localEnv(opts)}, nil
 	})
 }
 

@@ -96,11 +96,13 @@ func newExecCmd() *cobra.Command {
 		Long: `Run CMD with its working directory in the workspace DIR and exit with its exit
 status. Its stdout and stderr are passed through as they come.
 
-With --backend local (the default) CMD runs on this host as the current user.
+With --backend local (the default) CMD runs on this host as the current user,
+with agentfs's whole environment plus --env.
 With --backend docker it runs in a new container of --image with DIR
 bind-mounted at /workspace, as --user (default: the owner of DIR; a DIR owned
 by root needs --user 0:0 to run as root), with no network unless --network,
-and the container is removed afterwards.
+with the image's environment plus --env, and the container is removed
+afterwards.
 
 CMD is run as given, without a shell: use -- sh -c '...' for one. Standard
 input is passed to CMD (</dev/null to give it none). When CMD
@@ -169,7 +171,9 @@ func runExec(cmd *cobra.Command, f *execFlags, dir string, argv []string) error 
 			}
 		}
 	}
-	opts := exec.Options{ChangeTracker: exec.NoChanges{}}
+	// The command is the user's own: it gets the user's environment, as
+	// from a shell (a docker command gets the image's).
+	opts := exec.Options{ChangeTracker: exec.NoChanges{}, InheritEnv: true}
 	if f.changes {
 		opts.ChangeTracker = nil // the default: a walk of DIR
 	}

@@ -41,6 +41,13 @@ func TestExecCLI(t *testing.T) {
 	if code != 0 || out != "1 x=y\n" {
 		t.Errorf("--env: %d %q", code, out)
 	}
+	// The command is the user's own: it gets agentfs's whole environment
+	// (exec.Options.InheritEnv), credentials included.
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "the-users-own")
+	code, out, _ = runExecCLI(t, "", "exec", dir, "--", "printenv", "AWS_SECRET_ACCESS_KEY")
+	if code != 0 || out != "the-users-own\n" {
+		t.Errorf("inherited environment: %d %q", code, out)
+	}
 	if err := os.MkdirAll(dir+"/sub", 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,9 @@ by a separate ` + "`agentfs mount -d`" + ` process as ` + "`agentfs run`" + ` do
 client disconnects (or on SIGINT/SIGTERM) kills the background jobs, syncs
 and unmounts it.
 
-Commands run on this host as the current user. --deny-dangerous refuses
+Commands run on this host as the current user, with agentfs mcp's whole
+environment (the one the client's configuration gives it) plus a call's env.
+--deny-dangerous refuses
 known-dangerous commands (rm -rf /, curl | sh, ...): a safety net, not a
 sandbox.
 
@@ -134,7 +136,10 @@ func runMCP(cmd *cobra.Command, arg, branch, cacheDir string, deny bool) (err er
 // seams and control client when dir is on an agentfs mount (nil client
 // otherwise).
 func mcpBackend(ctx context.Context, dir string, deny bool) (*exec.Backend, *control.Client, error) {
-	opts := exec.Options{ChangeTracker: exec.NoChanges{}}
+	// Commands get this process's whole environment: the one its MCP
+	// client chose to give it (the "env" of its server entry), as the
+	// client's other stdio servers' tools do.
+	opts := exec.Options{ChangeTracker: exec.NoChanges{}, InheritEnv: true}
 	if deny {
 		opts.Policy = exec.DenyDangerous()
 	}

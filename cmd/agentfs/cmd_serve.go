@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentfs/agentfs/exec"
 	"github.com/agentfs/agentfs/serve"
 	"github.com/agentfs/agentfs/serve/workspace"
 )
@@ -34,6 +35,7 @@ type serveFlags struct {
 	maxMounted, maxCommands, maxJobs   int
 	requestTimeout                     time.Duration
 	logLevel                           string
+	inheritEnv                         bool
 	backendFlags
 }
 
@@ -71,7 +73,11 @@ or --insecure.
 Commands run with the workspace's backend: the one given at its creation
 ("backend": {"type": "docker", "image": "..."}), or else --backend. local
 runs them on this host as the daemon's user, with no isolation from the
-host or from other workspaces. docker runs them in one container per
+host or from other workspaces, in a base environment: the daemon's PATH,
+HOME, USER, LOGNAME, SHELL, TERM, TZ, TMPDIR, LANG, LANGUAGE and LC_*, plus
+the request's "env"; none of its other variables, where store credentials
+(AWS_SECRET_ACCESS_KEY, GOOGLE_APPLICATION_CREDENTIALS, ...) live, unless
+--inherit-env. docker runs them in one container per
 mounted workspace (started at mount, removed at unmount), of --image (never
 pulled), with the workspace at /workspace, as --user (default: the owner of
 the workspace's root, which is the daemon's user for an empty workspace; as
@@ -111,6 +117,7 @@ mounts, kills the commands left running and removes the containers left.`,
 	fl.IntVar(&f.maxJobs, "max-jobs", serve.DefaultMaxJobs, "most background jobs running at once in the daemon")
 	fl.DurationVar(&f.requestTimeout, "request-timeout", serve.DefaultRequestTimeout, "deadline of a request (a command's is its timeout plus this)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
+	fl.BoolVar(&f.inheritEnv, "inherit-env", false, "start local commands from the daemon's whole environment, store credentials included (default: PATH, HOME, USER, LOGNAME, SHELL, TERM, TZ, TMPDIR, LANG, LANGUAGE and LC_* only)")
 	addBackendFlags(c, &f.backendFlags, "the workspaces'")
 	return c
 }
@@ -163,6 +170,7 @@ func runServe(ctx context.Context, cmd *cobra.Command, f serveFlags) error {
 	var srvRef atomic.Pointer[serve.Server]
 	mgr, err := workspace.Open(ctx, workspace.Config{
 		StoreURL: f.store, Keys: keys, StateDir: stateDir, IdleTimeout: f.idleTimeout, MaxMounted: f.maxMounted, Logger: log, Backend: backend,
+		Exec: exec.Options{InheritEnv: f.inheritEnv},
 		OnExpire: func(name string) {
 			if s := srvRef.Load(); s != nil {
 				s.OnExpire(name)

@@ -196,3 +196,43 @@ func TestServeSecretsNotInheritedByCommands(t *testing.T) {
 		t.Errorf("a command saw the daemon's secrets: %q (want unset for AGENTFS_TOKEN, AGENTFS_KEY, AGENTFS_PASSPHRASE)", res.Stdout)
 	}
 }
+
+// TestServeLocalCommandEnv: the local backend's commands start from a base
+// environment of the daemon's (PATH, HOME, ...), without the store
+// credentials in its environment, plus the request's env; with
+// --inherit-env they get the daemon's whole environment.
+func TestServeLocalCommandEnv(t *testing.T) {
+	testenv.NeedFUSE(t)
+	creds := []string{"AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS"}
+	for _, v := range creds {
+		t.Setenv(v, "daemon-"+v)
+	}
+	// HOME is the test's own: the agentfs binary is built with it.
+	home := os.Getenv("HOME")
+	if home == "" {
+		t.Fatal("no HOME")
+	}
+	script := `for v in ` + strings.Join(creds, " ") + ` HOME REQ; do printenv $v || echo unset; done`
+	for _, inherit := range []bool{false, true} {
+		var flags []string
+		want := "unset unset unset unset " + home + " r"
+		if inherit {
+			flags = []string{"--inherit-env"}
+			want = "daemon-AWS_SECRET_ACCESS_KEY daemon-AWS_ACCESS_KEY_ID daemon-AWS_SESSION_TOKEN daemon-GOOGLE_APPLICATION_CREDENTIALS " + home + " r"
+		}
+		_, c := startServe(t, t.TempDir(), flags...)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		if _, err := c.CreateWorkspace(ctx, api.CreateWorkspace{Name: "w"}); err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		res, err := c.Workspace("w").Exec(ctx, api.ExecRequest{Command: script, Env: map[string]string{"REQ": "r"}})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(strings.Fields(res.Stdout), " "); got != want {
+			t.Errorf("--inherit-env %v: the command saw %q, want %q", inherit, got, want)
+		}
+	}
+}

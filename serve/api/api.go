@@ -155,7 +155,10 @@ type ExecRequest struct {
 	// run without a shell. Exactly one is set.
 	Command string   `json:"command,omitempty"`
 	Argv    []string `json:"argv,omitempty"`
-	// Env is added to the command's environment.
+	// Env is added to the command's environment: for the local backend
+	// a base environment of the daemon's (PATH, HOME, locale, ...; its
+	// whole environment with `agentfs serve --inherit-env`), for docker
+	// the image's.
 	Env map[string]string `json:"env,omitempty"`
 	// Cwd is the working directory, relative to the workspace root.
 	Cwd string `json:"cwd,omitempty"`
