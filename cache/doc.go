@@ -175,8 +175,9 @@
 //     persisting of its record (node.mu, then markMu for its marks),
 //     AdoptPinned's reading and hashing of a pinned data file (node.mu
 //     shared only to note its blocks' records before, lockData to mark
-//     after, with each record checked again: passthrough.go), fetches, the tree fetch of a load, and a checkpoint's uploads
-//     (phases A and C).
+//     after, with each record checked again: passthrough.go), fetches,
+//     the tree fetch of a load, and a checkpoint's uploads (phases A
+//     and C).
 //
 // Changes stay under one exclusive hold because meta.Txn detects no
 // conflicts (the write-behind layer commits without checking), so two

@@ -155,6 +155,10 @@ func (v *Volume) refillPinned(n *node, chunks map[uint64][]byte) error {
 //   - a reconcile's refill, which writes a new chunk's bytes under its
 //     new key.
 //
+// Eviction and fetches do not reach it: a pinned file is never evicted,
+// and a file unpinned during the hash has no adoptable blocks at the
+// recheck (re-pinning it needs it whole again).
+//
 // So a block clean under the noted key at the recheck holds that key's
 // bytes in the data file, but for what stores through a mapping wrote; a
 // store the reads missed came after the stamp was taken and the data file

@@ -52,7 +52,7 @@ var (
 	descCacheLimit  = desc("agentfs_volume_cache_limit_bytes", "Bound of the local data cache.")
 	descOpenFiles   = desc("agentfs_volume_open_files", "Files open through the mount.")
 	descPinnedFiles = desc("agentfs_volume_pinned_files", "Files whose data file is pinned for FUSE passthrough.")
-	descPinnedBytes = desc("agentfs_volume_pinned_bytes", "Clean cached bytes of the pinned files (counted in agentfs_volume_cache_bytes too).")
+	descPinnedBytes = desc("agentfs_volume_pinned_bytes", "Clean cached bytes of the pinned files (counted in agentfs_volume_cache_bytes too; the pin budget counts each pinned file at its size instead).")
 	descCommits     = desc("agentfs_volume_commits_total", "Commits this mount wrote.")
 	descHeadSeq     = desc("agentfs_volume_head_seq", "Sequence number of the branch's last commit this mount wrote or loaded.")
 	descCheckpoint  = desc("agentfs_volume_last_checkpoint_seconds", "Duration of the last checkpoint.")
