@@ -54,6 +54,8 @@ func TestClassifyS3(t *testing.T) {
 		{"RequestTimeout", s3Err(400, "RequestTimeout"), KindTransient},
 		{"429", s3Err(429, ""), KindTransient},
 		{"502 no code", s3Err(502, ""), KindTransient},
+		{"XMinioStorageFull", s3Err(507, "XMinioStorageFull"), KindNoSpace},
+		{"507 without code", s3Err(507, ""), KindNoSpace},
 		{"AccessDenied", s3Err(403, "AccessDenied"), KindPermanent},
 		{"NoSuchBucket", s3Err(404, "NoSuchBucket"), KindPermanent},
 		{"InvalidAccessKeyId", s3Err(403, "InvalidAccessKeyId"), KindPermanent},

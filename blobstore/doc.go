@@ -53,8 +53,9 @@
 // carry a Kind. Check them with errors.Is(err, ErrNotFound), errors.Is(err,
 // ErrExists), errors.Is(err, ErrNoSpace), IsTransient(err), KindOf(err) or
 // errors.As(err, &e) — never by message. A file:// store whose disk is full
-// or whose quota is reached fails a write with KindNoSpace ("out of
-// space"), which Store does not retry; a read-only filesystem under it is
+// or whose quota is reached, and an S3 store that answers 507 (MinIO's
+// XMinioStorageFull), fail a write with KindNoSpace ("out of space"), which
+// Store does not retry; a read-only filesystem under a file:// store is
 // KindPermanent.
 //
 // PutIfAbsent is the one conditional write: exactly one of several concurrent

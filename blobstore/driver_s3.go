@@ -443,7 +443,7 @@ var s3Permanent = map[string]bool{
 	"InvalidArgument": true, "InvalidRequest": true, "EntityTooLarge": true,
 	"EntityTooSmall": true, "KeyTooLongError": true, "MethodNotAllowed": true,
 	"NotImplemented": true, "NoSuchUpload": true, "InvalidPart": true,
-	"InvalidPartOrder": true, "XMinioStorageFull": true,
+	"InvalidPartOrder": true,
 }
 
 func (d *s3Driver) Classify(err error) Kind { return classifyS3(err) }
@@ -464,6 +464,8 @@ func classifyS3(err error) Kind {
 		return KindNotFound
 	case code == "PreconditionFailed":
 		return KindExists
+	case code == "XMinioStorageFull":
+		return KindNoSpace
 	case s3Transient[code]:
 		return KindTransient
 	case s3Permanent[code]:
@@ -474,6 +476,8 @@ func classifyS3(err error) Kind {
 		return KindNotFound
 	case st == http.StatusPreconditionFailed:
 		return KindExists
+	case st == http.StatusInsufficientStorage:
+		return KindNoSpace
 	case st == http.StatusRequestTimeout || st == http.StatusTooManyRequests || st >= 500:
 		return KindTransient
 	case st >= 400:

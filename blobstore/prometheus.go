@@ -16,7 +16,8 @@ import (
 //	agentfs_blobstore_operations_total            logical calls (a retried call counts once)
 //	agentfs_blobstore_attempts_total              attempts sent to the driver, retries included
 //	agentfs_blobstore_errors_total{kind}          failed calls by error kind (not_found, exists,
-//	                                              transient, permanent, canceled, unknown)
+//	                                              transient, permanent, canceled,
+//	                                              out_of_space, unknown)
 //	agentfs_blobstore_bytes_total                 payload bytes read (get) or written (put*)
 //	agentfs_blobstore_operation_duration_seconds  histogram of call latency, retries included
 type Collector struct {

@@ -18,8 +18,8 @@ import (
 
 // loadBlockCache rebuilds the block cache's accounting from the presence
 // records (read with data.StoredPresence): each present block counts its
-// extent within its file, as when it was installed (a file whose record
-// is gone counts nothing).
+// extent within its file at the file's size (a file whose record is gone
+// counts nothing).
 func (v *Volume) loadBlockCache() error {
 	c := data.NewCache(v.opts.CacheSize, fileEvictor{v}, v.log)
 	err := v.db.View(func(txn *meta.Txn) error {

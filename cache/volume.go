@@ -502,8 +502,10 @@ func (v *Volume) recoverDataFiles() error {
 			return err
 		})
 		if errors.Is(err, ErrNotFound) {
+			// Garbage, and no reason to keep the volume shut: a file
+			// that cannot be removed is left for the next recovery.
 			if err := v.files.Remove(ino); err != nil {
-				return err
+				v.log.Warn("cannot remove the data file of a gone inode", "inode", ino, "err", err)
 			}
 			continue
 		}

@@ -199,9 +199,8 @@ const (
 // need (through Sources.Lower). It reads a block from where its bytes
 // are, installs fetched or copied-up blocks, and keeps the block cache's
 // count of its present blocks (Sources.Cache): every change of the present
-// blocks changes the count by their extents within the file (but
-// SetPresent's, which its caller counts), and so does a change of the
-// file's size that changes a present block's extent (Grow, Replace).
+// blocks changes the count by their extents within the file, and so does
+// a change of the file's size that changes a present block's extent (Grow, Replace).
 //
 // Invariants (CheckInvariants): a present block is neither dirty nor past
 // the file's end; an inline file holds at most block 0 present, and its
@@ -263,11 +262,6 @@ func (d *File) IsPresent(b uint64) bool { return d.present[b] }
 
 // Present returns a copy of the set of present blocks.
 func (d *File) Present() map[uint64]bool { return maps.Clone(d.present) }
-
-// SetPresent replaces the present blocks with p (taken, not copied), as the
-// presence record now says (not dirty); the caller has counted the change
-// in the block cache.
-func (d *File) SetPresent(p map[uint64]bool) { d.present, d.presenceDirty = p, false }
 
 // Unpresent makes block b not present (it became dirty) in a file of size
 // size, and the block cache stops counting it.
