@@ -8,16 +8,21 @@ import "strings"
 // instead of MADV_DONTNEED, which unmaps them at once.
 //
 // Why: a mount server's load comes in bursts (a checkpoint, a tree
-// unpacked, a tree searched). Between bursts the runtime's scavenger
-// returns the heap above its goal; with MADV_DONTNEED the next burst
-// touches those pages again and takes a page fault for each, in the
-// request that allocates. Measured (BENCHMARKS.md, run W): in the bench's
-// tree sequence (tar -x, sync, ls -lR twice, grep -r) a mount server took
+// unpacked, a tree searched). Between bursts the runtime hands free heap
+// back to the kernel: its background scavenger, and go-fuse's
+// debug.FreeOSMemory when the kernel forgets almost every inode at once
+// (a cache drop). With MADV_DONTNEED the next burst takes a page fault
+// for each page it touches again, in the request that allocates.
+// Measured (BENCHMARKS.md, run W): in the bench's tree sequence (tar -x,
+// sync, drop caches, ls -lR twice, grep -r) a mount server took
 // 6,000–9,000 minor faults during grep -r's 10,000 OPENs, and a server
 // OPEN cost 37–54 µs instead of 20–24; with MADV_FREE it took none and
-// 21 µs. The cost: the freed pages count in the server's RSS until the
-// kernel needs them (they are reclaimed before anything is swapped or
-// killed, in a memory cgroup too).
+// 21 µs. A page handed back still costs more to touch than one the
+// runtime kept (run X, in a Firecracker VM: 10.6 µs with MADV_FREE, 18
+// with MADV_DONTNEED, 0.36 for a kept page). The cost: the freed pages
+// count in the server's RSS until the kernel needs them (they are
+// reclaimed before anything is swapped or killed, in a memory cgroup
+// too).
 const freePagesLazily = "madvdontneed=0"
 
 // ServerEnv returns env, the environment of a process about to become a
