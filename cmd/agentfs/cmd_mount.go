@@ -393,10 +393,14 @@ func reexecAsServer(stderr io.Writer) {
 }
 
 // serveBackground is the server side of --background (mountproc.Start):
-// it reads its secrets from fd f.secretsFD first (the store URL, the
-// volume's key, which are not in its environment), serves the mount and
-// tells the parent on fd f.readyFD whether the mount is ready ("ok") or
-// why it failed.
+// it makes itself undumpable, so that no other process of the user reads
+// its secrets pipe or memory meanwhile, reads its secrets from fd
+// f.secretsFD (the store URL, the volume's key, which are not in its
+// environment), serves the mount and tells the parent on fd f.readyFD
+// whether the mount is ready ("ok") or why it failed. Without
+// --secrets-fd (an agentfs from before it, which passed the URL in the
+// environment) or with its secrets cut short it fails: with no URL it
+// would otherwise mount the default store.
 func serveBackground(ctx context.Context, url, mnt string, f mountFlags) error {
 	ready := os.NewFile(uintptr(f.readyFD), "ready")
 	if ready == nil {
@@ -410,8 +414,12 @@ func serveBackground(ctx context.Context, url, mnt string, f mountFlags) error {
 		})
 	}
 	var secrets map[string]string
-	var err error
-	if f.secretsFD > 0 {
+	err := undumpable()
+	if err == nil && f.secretsFD <= 0 {
+		err = errors.New("this mount server was started by an older agentfs without --secrets-fd; " +
+			"restart the agentfs process that started it (agentfs serve / mcp) after an upgrade")
+	}
+	if err == nil {
 		secrets, err = mountproc.ReadSecrets(f.secretsFD)
 	}
 	if u := secrets[mountproc.URLSecret]; u != "" && url == "" {

@@ -122,6 +122,73 @@ func TestMountDefaultStore(t *testing.T) {
 	}
 }
 
+// TestMountDefaultStoreNeverForLostSecrets: a mount server started with
+// --ready-fd but no --secrets-fd (by an agentfs from before the secrets
+// pipe, which passed the URL in AGENTFS_MOUNT_URL), or whose secrets pipe
+// holds nothing (its parent died before writing, or another process read
+// it first), reports why on its readiness pipe and exits, instead of
+// mounting the default store for want of a URL.
+func TestMountDefaultStoreNeverForLostSecrets(t *testing.T) {
+	bin := fstest.Binary(t)
+	base := t.TempDir()
+	env := append(os.Environ(), "XDG_DATA_HOME="+filepath.Join(base, "xdg-data"), "XDG_CACHE_HOME="+filepath.Join(base, "xdg-cache"),
+		"AGENTFS_MOUNT_URL=file://"+filepath.Join(base, "store"))
+	for _, c := range []struct {
+		name    string
+		secrets bool
+		want    string
+	}{
+		{"old parent", false, "started by an older agentfs without --secrets-fd; restart the agentfs process"},
+		{"empty secrets", true, "the secrets on fd 4 are truncated: the agentfs process that started this server exited"},
+	} {
+		mnt := filepath.Join(base, strings.ReplaceAll(c.name, " ", "-"))
+		if err := os.Mkdir(mnt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		detachOnCleanup(t, bin, env, mnt)
+		rr, rw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"mount", "--ready-fd=3", mnt}
+		extra := []*os.File{rw}
+		if c.secrets {
+			sr, sw, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = sw.Close()
+			defer sr.Close()
+			args = append(args, "--secrets-fd=4")
+			extra = append(extra, sr)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env, cmd.ExtraFiles = env, extra
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		_ = rw.Close()
+		msg, _ := bufio.NewReader(rr).ReadString('\n')
+		_ = rr.Close()
+		if !strings.Contains(msg, c.want) {
+			t.Errorf("%s: the server reported %q, want %q", c.name, msg, c.want)
+		}
+		if msg == "ok\n" {
+			continue // mounted: detachOnCleanup unmounts it, and so stops the server
+		}
+		if err := cmd.Wait(); err == nil {
+			t.Errorf("%s: the server exited 0\n%s", c.name, stderr.String())
+		}
+		if _, err := os.Stat(filepath.Join(base, "xdg-data", "agentfs", "default")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: the default store exists (%v)", c.name, err)
+		}
+	}
+}
+
 func envValue(env []string, key string) string {
 	v := ""
 	for _, kv := range env {

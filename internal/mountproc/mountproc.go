@@ -195,7 +195,9 @@ const readyTimeout = 5 * time.Second
 // group do not reach it), with its output appended to mount.log in the
 // cache directory. Its secrets (the volume's key from Env and Secrets, the
 // URL) reach it through the pipe on descriptor 4, which it reads once at
-// start, never through its environment or argv. Start waits until the
+// start, never through its environment or argv; a server that finds them
+// cut short (ReadSecrets) fails rather than mount the default store for
+// want of a URL. Start waits until the
 // server reports the mount ready: then the mount answers on its
 // mount point and control socket. A server that fails reports why, and
 // that is Start's error. When ctx ends first, the server is asked to stop

@@ -56,7 +56,11 @@ func splitSecrets(env []string) (rest, secrets []string) {
 
 // encodeSecrets encodes NAME=VALUE assignments for the secrets pipe: each
 // as its length in decimal, a colon, and its bytes, so that a value may
-// hold any byte.
+// hold any byte, then the end record, a zero-length entry ("0:"). A
+// reader that gets no end record knows the stream was cut short (the
+// parent died before it wrote everything, or another process read the
+// pipe first) instead of taking what it got, perhaps nothing, for all
+// there is.
 func encodeSecrets(secrets []string) []byte {
 	var b []byte
 	for _, kv := range secrets {
@@ -64,31 +68,50 @@ func encodeSecrets(secrets []string) []byte {
 		b = append(b, ':')
 		b = append(b, kv...)
 	}
-	return b
+	return append(b, "0:"...)
 }
 
+// errTruncated is what decodeSecrets returns for a stream that ends
+// before its end record.
+var errTruncated = errors.New("truncated")
+
 // decodeSecrets is the inverse of encodeSecrets; a later assignment of a
-// name wins.
+// name wins. It fails with errTruncated if b ends before the end record,
+// and with another error if b is not an encoding (a zero-length entry
+// before the end, or bytes after it).
 func decodeSecrets(b []byte) (map[string]string, error) {
 	out := map[string]string{}
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, ':')
 		if i < 0 {
-			return nil, errors.New("truncated length")
+			if _, err := strconv.ParseUint(string(b), 10, 31); err == nil {
+				return nil, errTruncated // cut inside a length
+			}
+			return nil, fmt.Errorf("bad length %q", b)
 		}
 		n, err := strconv.Atoi(string(b[:i]))
-		if err != nil || n < 0 || n > len(b)-i-1 {
+		if err != nil || n < 0 {
 			return nil, fmt.Errorf("bad length %q", b[:i])
 		}
-		kv := string(b[i+1 : i+1+n])
-		b = b[i+1+n:]
+		b = b[i+1:]
+		if n == 0 {
+			if len(b) > 0 {
+				return nil, errors.New("a zero-length entry before the end")
+			}
+			return out, nil
+		}
+		if n > len(b) {
+			return nil, errTruncated // cut inside an entry
+		}
+		kv := string(b[:n])
+		b = b[n:]
 		name, value, ok := strings.Cut(kv, "=")
 		if !ok {
 			return nil, errors.New("an entry without '='")
 		}
 		out[name] = value
 	}
-	return out, nil
+	return nil, errTruncated
 }
 
 // secretsPipe returns the read end of a pipe holding the encoding of
@@ -113,13 +136,17 @@ func secretsPipe(secrets []string) (*os.File, error) {
 // ReadSecrets reads, in a mount server started by Start, the secrets its
 // parent wrote on descriptor fd, closes it, and returns them by variable
 // name (AGENTFS_KEY, AGENTFS_PASSPHRASE, AGENTFS_MOUNT_URL; those the
-// parent did not have are absent). It fails if fd is not open or holds
-// something else.
+// parent did not have are absent). It fails if fd is negative or not
+// open, if what it holds is not an encoding of secrets or is more than
+// 1 MiB, and if it ends before the end record that Start writes last:
+// then the parent died before it wrote them all, or another process read
+// them first, and a server that went on would mount the default store
+// for want of a URL.
 func ReadSecrets(fd int) (map[string]string, error) {
-	f := os.NewFile(uintptr(fd), "secrets")
-	if f == nil {
-		return nil, fmt.Errorf("--secrets-fd %d is not open", fd)
+	if fd < 0 {
+		return nil, fmt.Errorf("--secrets-fd %d is not a descriptor", fd)
 	}
+	f := os.NewFile(uintptr(fd), "secrets")
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxSecrets+1))
 	if err != nil {
@@ -129,6 +156,9 @@ func ReadSecrets(fd int) (map[string]string, error) {
 		return nil, fmt.Errorf("read the secrets on fd %d: more than %d bytes", fd, maxSecrets)
 	}
 	s, err := decodeSecrets(b)
+	if errors.Is(err, errTruncated) {
+		return nil, fmt.Errorf("the secrets on fd %d are truncated: the agentfs process that started this server exited or was interrupted", fd)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read the secrets on fd %d: %w", fd, err)
 	}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -27,13 +29,60 @@ func TestSecretsEncoding(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, got[k], v)
 		}
 	}
-	if got, err := decodeSecrets(nil); err != nil || len(got) != 0 {
+	if got, err := decodeSecrets(encodeSecrets(nil)); err != nil || len(got) != 0 {
 		t.Errorf("no secrets: %q, %v", got, err)
 	}
-	for _, bad := range []string{"4:A=1", "x:A=1", "-1:", "3:abc", "A=1"} {
+	for _, bad := range []string{"4:A=1", "x:A=1", "-1:", "3:abc", "A=1", "3:A=1", "0:3:A=10:", "3:A=10:0:", "3:A=10:x"} {
 		if _, err := decodeSecrets([]byte(bad)); err == nil {
 			t.Errorf("decodeSecrets(%q) accepted it", bad)
 		}
+	}
+}
+
+// TestSecretsTruncated: a stream cut anywhere before its end record —
+// nothing at all (the parent died before writing, or another process
+// read the pipe first), inside a length or an entry, or after whole
+// entries — is an error that says so, never secrets without the URL
+// (with which a server would mount the default store).
+func TestSecretsTruncated(t *testing.T) {
+	enc := encodeSecrets([]string{"AGENTFS_KEY=k", URLSecret + "=file:///store"})
+	for n := range len(enc) {
+		if got, err := decodeSecrets(enc[:n]); !errors.Is(err, errTruncated) {
+			t.Errorf("decodeSecrets(%q) = %q, %v; want errTruncated", enc[:n], got, err)
+		}
+	}
+	got, err := decodeSecrets(enc)
+	if err != nil || len(got) != 2 || got[URLSecret] != "file:///store" || got["AGENTFS_KEY"] != "k" {
+		t.Errorf("decodeSecrets(%q) = %q, %v", enc, got, err)
+	}
+
+	readPipe := func(data []byte) (map[string]string, error) {
+		t.Helper()
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		_ = w.Close()
+		fd, err := syscall.Dup(int(r.Fd()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = r.Close()
+		return ReadSecrets(fd)
+	}
+	for _, data := range [][]byte{nil, enc[:len(enc)-2], enc[:len(enc)-5]} {
+		if got, err := readPipe(data); err == nil || !strings.Contains(err.Error(), "truncated: the agentfs process that started this server exited") {
+			t.Errorf("ReadSecrets of %q = %q, %v; want truncated", data, got, err)
+		}
+	}
+	if got, err := readPipe(enc); err != nil || got[URLSecret] != "file:///store" {
+		t.Errorf("ReadSecrets of %q = %q, %v", enc, got, err)
+	}
+	if _, err := ReadSecrets(-1); err == nil {
+		t.Error("ReadSecrets(-1) succeeded")
 	}
 }
 
