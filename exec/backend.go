@@ -47,14 +47,16 @@ type Options struct {
 	// Env is added to the environment of every command. The local backend
 	// starts from a base environment taken from the controller's: PATH
 	// (DefaultPath if it has none), HOME, USER, LOGNAME, SHELL, TERM, TZ,
-	// TMPDIR, LANG, LANGUAGE and LC_*, none of the variables where
-	// credentials live (AWS_SECRET_ACCESS_KEY, tokens, AGENTFS_*); or, with
-	// InheritEnv, from the controller's whole environment. The docker
-	// backend starts from the image's.
+	// TMPDIR, LANG, LANGUAGE, LC_*, XDG_* and the CA certificate paths
+	// (SSL_CERT_FILE, ...), none of the variables where credentials live
+	// (AWS_SECRET_ACCESS_KEY, tokens, proxy URLs, AGENTFS_*); or, with
+	// InheritEnv, from the controller's whole environment but agentfs's own
+	// secrets (AGENTFS_KEY, AGENTFS_TOKEN, ...), which only Env or
+	// Request.Env can set. The docker backend starts from the image's.
 	Env map[string]string
 	// InheritEnv makes the local backend start every command from the
-	// controller's whole environment (os.Environ) instead of the base
-	// environment: right for a controller that runs its own user's
+	// controller's whole environment (os.Environ, without agentfs's own
+	// secrets) instead of the base environment: right for a controller that runs its own user's
 	// commands (agentfs exec, agentfs run), not for one that runs an
 	// agent's (agentfs serve, unless --inherit-env), whose environment may
 	// hold store credentials. The docker backend ignores it.

@@ -29,9 +29,15 @@
 //
 // A local command starts from a base environment taken from the
 // controller's (PATH, HOME, USER, LOGNAME, SHELL, TERM, TZ, TMPDIR, LANG,
-// LANGUAGE, LC_*; see baseEnv), not from its whole environment, where store
-// credentials and tokens live, unless Options.InheritEnv; a docker command
-// from the image's. Options.Env, then Request.Env, are added to it.
+// LANGUAGE, LC_*, XDG_* and the CA certificate paths SSL_CERT_FILE,
+// SSL_CERT_DIR, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS, CURL_CA_BUNDLE;
+// see baseEnv), not from its whole environment, where store credentials,
+// tokens and proxy URLs live, unless Options.InheritEnv; a docker command
+// from the image's. Either way a local command never gets agentfs's own
+// secrets (AGENTFS_KEY, AGENTFS_PASSPHRASE, AGENTFS_NEW_KEY,
+// AGENTFS_NEW_PASSPHRASE, AGENTFS_TOKEN; see secretVars) from the
+// controller's environment. Options.Env, then Request.Env, are added to it
+// (and may set those).
 //
 // # Working directory
 //

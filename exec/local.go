@@ -27,8 +27,10 @@ const drainGrace = 2 * time.Second
 // as the controller's own user, with the working directory inside dir
 // (which must exist). File operations create files as that same user.
 // Commands start from a base environment taken from the controller's (PATH,
-// HOME, USER, LOGNAME, SHELL, TERM, TZ, TMPDIR, LANG, LANGUAGE, LC_*), or
-// from its whole environment with opts.InheritEnv. The local backend is no
+// HOME, USER, LOGNAME, SHELL, TERM, TZ, TMPDIR, LANG, LANGUAGE, LC_*, XDG_*,
+// CA certificate paths), or from its whole environment with
+// opts.InheritEnv, never with agentfs's own secrets (AGENTFS_KEY, ...;
+// opts.Env and a request's env may set them). The local backend is no
 // sandbox: a command can reach anything the controller can (its files
 // included, credential files too); only paths given to the backend itself
 // are confined.

@@ -97,7 +97,9 @@ func newExecCmd() *cobra.Command {
 status. Its stdout and stderr are passed through as they come.
 
 With --backend local (the default) CMD runs on this host as the current user,
-with agentfs's whole environment plus --env.
+with agentfs's whole environment plus --env, but for agentfs's own secrets
+(AGENTFS_KEY, AGENTFS_PASSPHRASE, AGENTFS_NEW_KEY, AGENTFS_NEW_PASSPHRASE,
+AGENTFS_TOKEN), which only --env passes.
 With --backend docker it runs in a new container of --image with DIR
 bind-mounted at /workspace, as --user (default: the owner of DIR; a DIR owned
 by root needs --user 0:0 to run as root), with no network unless --network,

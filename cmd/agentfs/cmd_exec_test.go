@@ -48,6 +48,16 @@ func TestExecCLI(t *testing.T) {
 	if code != 0 || out != "the-users-own\n" {
 		t.Errorf("inherited environment: %d %q", code, out)
 	}
+	// But for agentfs's own secrets, unless given with --env.
+	t.Setenv("AGENTFS_KEY", "the-volumes-key")
+	code, out, _ = runExecCLI(t, "", "exec", dir, "--", "sh", "-c", "printenv AGENTFS_KEY || echo unset")
+	if code != 0 || out != "unset\n" {
+		t.Errorf("AGENTFS_KEY inherited: %d %q", code, out)
+	}
+	code, out, _ = runExecCLI(t, "", "exec", "--env", "AGENTFS_KEY=given", dir, "--", "printenv", "AGENTFS_KEY")
+	if code != 0 || out != "given\n" {
+		t.Errorf("AGENTFS_KEY with --env: %d %q", code, out)
+	}
 	if err := os.MkdirAll(dir+"/sub", 0o755); err != nil {
 		t.Fatal(err)
 	}

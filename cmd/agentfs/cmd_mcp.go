@@ -48,8 +48,12 @@ client disconnects (or on SIGINT/SIGTERM) kills the background jobs, syncs
 and unmounts it.
 
 Commands run on this host as the current user, with agentfs mcp's whole
-environment (the one the client's configuration gives it) plus a call's env.
---deny-dangerous refuses
+environment (the one the client's configuration gives it) plus a call's env,
+but for agentfs's own secrets (AGENTFS_KEY, AGENTFS_PASSPHRASE,
+AGENTFS_NEW_KEY, AGENTFS_NEW_PASSPHRASE, AGENTFS_TOKEN): the volume's key
+given to agentfs mcp mounts the URL and reaches no command, and agentfs mcp
+makes itself undumpable so that they cannot read it in its /proc/PID/environ
+either (unless they run as root). --deny-dangerous refuses
 known-dangerous commands (rm -rf /, curl | sh, ...): a safety net, not a
 sandbox.
 
@@ -99,6 +103,13 @@ func runMCP(cmd *cobra.Command, arg, branch, cacheDir string, deny bool) (err er
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	// The environment may hold the volume's key (AGENTFS_KEY, ...), which
+	// the commands must not read in /proc/PID/environ. Nothing needs this
+	// process's /proc: its mount server gets the key through
+	// internal/mountproc's secrets pipe, from Go's copy of the environment.
+	if err := undumpable(); err != nil {
+		return err
+	}
 	stderr := cmd.ErrOrStderr()
 	dir := arg
 	if isStoreURL(arg) {
@@ -138,7 +149,8 @@ func runMCP(cmd *cobra.Command, arg, branch, cacheDir string, deny bool) (err er
 func mcpBackend(ctx context.Context, dir string, deny bool) (*exec.Backend, *control.Client, error) {
 	// Commands get this process's whole environment: the one its MCP
 	// client chose to give it (the "env" of its server entry), as the
-	// client's other stdio servers' tools do.
+	// client's other stdio servers' tools do; the local backend leaves out
+	// agentfs's own secrets (the volume's key).
 	opts := exec.Options{ChangeTracker: exec.NoChanges{}, InheritEnv: true}
 	if deny {
 		opts.Policy = exec.DenyDangerous()

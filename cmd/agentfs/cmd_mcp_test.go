@@ -89,8 +89,11 @@ func TestMCPStdioPlainDir(t *testing.T) {
 // TestMCPStdioURL: `agentfs mcp URL` mounts the branch in a separate server
 // process, serves it, and on disconnect syncs and unmounts: what the tools
 // wrote is in the store, and no mount is left.
+//
+// The volume is encrypted, its key in agentfs mcp's environment: the mount
+// server gets it, the commands do not.
 func TestMCPStdioURL(t *testing.T) {
-	o := fstest.Options{}
+	o := fstest.Options{Encrypted: true}
 	bin, env := fstest.Setup(t, &o)
 	if out, err := fstest.Run(bin, env, "fork", o.URL, "main", "other"); err != nil {
 		t.Fatalf("agentfs fork: %v\n%s", err, out)
@@ -98,10 +101,13 @@ func TestMCPStdioURL(t *testing.T) {
 	s, close := connectMCP(t, bin, env, "--branch", "other", "--cache-dir", o.CacheDir, o.URL)
 	mcptest.Must(t, s, "write_file", map[string]any{"path": "w.txt", "content": "written\n"}, nil)
 	var x mcp.ExecuteOutput
-	mcptest.Must(t, s, "execute", map[string]any{"command": "echo ran > e.txt; pwd; cat /proc/self/stat | cut -d' ' -f4"}, &x)
+	mcptest.Must(t, s, "execute", map[string]any{"command": "echo ran > e.txt; pwd; cat /proc/self/stat | cut -d' ' -f4; printenv AGENTFS_KEY || echo unset"}, &x)
 	lines := strings.Fields(x.Output)
-	if len(lines) != 2 {
+	if len(lines) != 3 {
 		t.Fatalf("execute: %q", x.Output)
+	}
+	if lines[2] != "unset" {
+		t.Errorf("a command of agentfs mcp got the volume's key: %q", x.Output)
 	}
 	mnt := lines[0]
 	if info, err := afs.IsMountPoint(mnt); err != nil || !info {
@@ -117,13 +123,13 @@ func TestMCPStdioURL(t *testing.T) {
 	if _, err := os.Stat(mnt); !os.IsNotExist(err) {
 		t.Errorf("the temporary mount point %s is left: %v", mnt, err)
 	}
-	fresh := fstest.Start(t, fstest.Options{URL: o.URL, ReadOnly: true, Args: []string{"--branch", "other"}})
+	fresh := fstest.Start(t, fstest.Options{URL: o.URL, Encrypted: true, ReadOnly: true, Args: []string{"--branch", "other"}})
 	for p, want := range map[string]string{"w.txt": "written\n", "e.txt": "ran\n"} {
 		if b, err := os.ReadFile(filepath.Join(fresh.Dir, p)); err != nil || string(b) != want {
 			t.Errorf("%s in a fresh mount of branch other: %q %v", p, b, err)
 		}
 	}
-	main := fstest.Start(t, fstest.Options{URL: o.URL, ReadOnly: true})
+	main := fstest.Start(t, fstest.Options{URL: o.URL, Encrypted: true, ReadOnly: true})
 	if _, err := os.Stat(filepath.Join(main.Dir, "w.txt")); !os.IsNotExist(err) {
 		t.Errorf("w.txt is on branch main too: %v", err)
 	}

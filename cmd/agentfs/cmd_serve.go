@@ -74,10 +74,14 @@ Commands run with the workspace's backend: the one given at its creation
 ("backend": {"type": "docker", "image": "..."}), or else --backend. local
 runs them on this host as the daemon's user, with no isolation from the
 host or from other workspaces, in a base environment: the daemon's PATH,
-HOME, USER, LOGNAME, SHELL, TERM, TZ, TMPDIR, LANG, LANGUAGE and LC_*, plus
-the request's "env"; none of its other variables, where store credentials
-(AWS_SECRET_ACCESS_KEY, GOOGLE_APPLICATION_CREDENTIALS, ...) live, unless
---inherit-env. docker runs them in one container per
+HOME, USER, LOGNAME, SHELL, TERM, TZ, TMPDIR, LANG, LANGUAGE, LC_*, XDG_* and
+the CA certificate paths (SSL_CERT_FILE, SSL_CERT_DIR, REQUESTS_CA_BUNDLE,
+NODE_EXTRA_CA_CERTS, CURL_CA_BUNDLE), plus the request's "env"; none of its
+other variables, where store credentials (AWS_SECRET_ACCESS_KEY,
+GOOGLE_APPLICATION_CREDENTIALS, ...) and proxy URLs (HTTP_PROXY, ...) live,
+unless --inherit-env: give a proxy in the request's "env". Never AGENTFS_KEY,
+AGENTFS_PASSPHRASE, AGENTFS_NEW_*, AGENTFS_TOKEN, unless the request's "env"
+sets them. docker runs them in one container per
 mounted workspace (started at mount, removed at unmount), of --image (never
 pulled), with the workspace at /workspace, as --user (default: the owner of
 the workspace's root, which is the daemon's user for an empty workspace; as
@@ -117,7 +121,7 @@ mounts, kills the commands left running and removes the containers left.`,
 	fl.IntVar(&f.maxJobs, "max-jobs", serve.DefaultMaxJobs, "most background jobs running at once in the daemon")
 	fl.DurationVar(&f.requestTimeout, "request-timeout", serve.DefaultRequestTimeout, "deadline of a request (a command's is its timeout plus this)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
-	fl.BoolVar(&f.inheritEnv, "inherit-env", false, "start local commands from the daemon's whole environment, store credentials included (default: PATH, HOME, USER, LOGNAME, SHELL, TERM, TZ, TMPDIR, LANG, LANGUAGE and LC_* only)")
+	fl.BoolVar(&f.inheritEnv, "inherit-env", false, "start local commands from the daemon's whole environment, store credentials and proxies included, agentfs's own secrets not (default: PATH, HOME, USER, LOGNAME, SHELL, TERM, TZ, TMPDIR, LANG, LANGUAGE, LC_*, XDG_* and CA certificate paths only)")
 	addBackendFlags(c, &f.backendFlags, "the workspaces'")
 	return c
 }
