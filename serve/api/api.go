@@ -156,9 +156,11 @@ type ExecRequest struct {
 	Command string   `json:"command,omitempty"`
 	Argv    []string `json:"argv,omitempty"`
 	// Env is added to the command's environment: for the local backend
-	// a base environment of the daemon's (PATH, HOME, locale, ...; its
-	// whole environment with `agentfs serve --inherit-env`), for docker
-	// the image's.
+	// a base environment of the daemon's (PATH, HOME, locale, CA paths,
+	// XDG_*; its whole environment with `agentfs serve --inherit-env`),
+	// never agentfs's own secrets (AGENTFS_KEY, AGENTFS_TOKEN, ...) unless
+	// Env sets them, and no proxy variables unless Env sets them or the
+	// daemon inherits; for docker the image's.
 	Env map[string]string `json:"env,omitempty"`
 	// Cwd is the working directory, relative to the workspace root.
 	Cwd string `json:"cwd,omitempty"`
