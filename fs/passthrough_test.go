@@ -321,8 +321,17 @@ func TestPassthroughPinned(t *testing.T) {
 	reads := opCounter(t, m)
 	p := filepath.Join(m.Dir, "f")
 	one := pattern(40<<20+77, 4) // ten chunks: more than the read-ahead window eviction spares
+	released := reads("release")
 	if err := os.WriteFile(p, one, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	// The writer's open was cached, and its RELEASE is asynchronous: an
+	// open the server answers before it sees that RELEASE is cached too
+	// (one io mode per inode), which is not what this test is about.
+	for deadline := time.Now().Add(time.Minute); reads("release") == released; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer's RELEASE did not reach the server in a minute")
+		}
 	}
 	r, err := os.Open(p)
 	if err != nil {
