@@ -71,6 +71,22 @@ func (p *ptFS) closeFH(fh gofs.FileHandle) error {
 	return errors.Join(err, p.vol.Release(ctx, asHandle(fh).ino))
 }
 
+// openRefused opens ino read-only, fails the test if the open was pinned
+// (the pin budget had room), and releases it.
+func (p *ptFS) openRefused(ino uint64) {
+	p.t.Helper()
+	fh, err := p.openRO(ino)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if _, ok := fh.(*ptHandle); ok {
+		p.t.Fatal("the open was pinned: the pin budget had room")
+	}
+	if err := p.closeFH(fh); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
 // counts returns the engine's pinned and open files.
 func (p *ptFS) counts() (pinned, open int) {
 	p.t.Helper()
@@ -191,16 +207,7 @@ func TestReclaimRateLimited(t *testing.T) {
 	p.io.mu.Unlock()
 	refused := func() {
 		t.Helper()
-		fh, err := p.openRO(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := fh.(*ptHandle); ok {
-			t.Fatal("c was pinned: the pin budget had room")
-		}
-		if err := p.closeFH(fh); err != nil {
-			t.Fatal(err)
-		}
+		p.openRefused(c)
 	}
 	reclaiming := func() bool {
 		p.io.mu.Lock()
@@ -286,16 +293,7 @@ func TestReclaimUnsupported(t *testing.T) {
 			// whether that began a reclaim (under way, or done and asked).
 			refused := func() bool {
 				t.Helper()
-				fh, err := p.openRO(c)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, ok := fh.(*ptHandle); ok {
-					t.Fatal("c was pinned: the pin budget had room")
-				}
-				if err := p.closeFH(fh); err != nil {
-					t.Fatal(err)
-				}
+				p.openRefused(c)
 				p.io.mu.Lock()
 				defer p.io.mu.Unlock()
 				return p.io.reclaiming || len(asked) > 0
